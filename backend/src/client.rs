@@ -1,0 +1,214 @@
+//! The sidecar client: one bidirectional stream per script run.
+//!
+//! [`SidecarClient::run`] sends `Start`, hands every `ToolCall` to the
+//! [`CallHandler`] (the calls of a batch concurrently), answers each with a
+//! `ToolResult`, and returns when `Finished` arrives. Everything the run owns —
+//! the stream and the calls in flight — lives inside that future: dropping it
+//! drops the stream, and the sidecar ends the script at once.
+
+use crate::error::ClientError;
+use crate::handler::{CallHandler, ScriptCall, ToolOutcome};
+use crate::outcome::RunOutcome;
+use futures::stream::{FuturesUnordered, StreamExt};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use std::path::PathBuf;
+use tether_proto::pb::{self, backend_message, sidecar_client, sidecar_message};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::{Channel, Endpoint, Uri};
+use tracing::Instrument;
+
+/// Messages the client may queue to the sidecar before waiting.
+const OUTBOUND_BUFFER: usize = 64;
+
+/// A connection to a sidecar. Cheap to clone; clones share the connection.
+#[derive(Debug, Clone)]
+pub struct SidecarClient {
+    grpc: sidecar_client::SidecarClient<Channel>,
+}
+
+/// A tool as the model sees it: the script gets the same list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    /// The tool's name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub input_schema: Value,
+}
+
+/// What to run.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    /// The backend's id for the run.
+    pub run_id: String,
+    /// The turn that owns the run.
+    pub turn_id: String,
+    /// The tool call that started the script; nested ids are `<this>/<n>`.
+    pub parent_call_id: String,
+    /// The script.
+    pub source: String,
+    /// The runtime, `"python"` unless the sidecar has others.
+    pub language: String,
+    /// The value the script reads as `input`.
+    pub input: Value,
+    /// The turn's tools.
+    pub tools: Vec<ToolDef>,
+    /// Limits for this run; unset fields use the sidecar's.
+    pub limits: pb::Limits,
+}
+
+impl RunRequest {
+    /// A Python run of `source` with id `run_id`.
+    pub fn python(run_id: impl Into<String>, source: impl Into<String>) -> Self {
+        RunRequest { run_id: run_id.into(), source: source.into(), language: "python".into(), ..Default::default() }
+    }
+
+    fn into_start(self) -> pb::Start {
+        pb::Start {
+            run_id: self.run_id,
+            turn_id: self.turn_id,
+            parent_call_id: self.parent_call_id,
+            source: self.source,
+            language: self.language,
+            input_json: self.input.to_string(),
+            tools: self
+                .tools
+                .into_iter()
+                .map(|t| pb::ToolSpec { name: t.name, description: t.description, input_schema_json: t.input_schema.to_string() })
+                .collect(),
+            limits: Some(self.limits),
+        }
+    }
+}
+
+impl SidecarClient {
+    /// Connects to a sidecar at `address`: `http://host:port` for TCP, or
+    /// `unix:/path/to/socket`.
+    ///
+    /// # Errors
+    /// If the address is invalid or the sidecar cannot be reached.
+    pub async fn connect(address: &str) -> Result<SidecarClient, ClientError> {
+        let invalid = |reason: String| ClientError::Address { address: address.to_owned(), reason };
+        let channel = if let Some(path) = address.strip_prefix("unix:") {
+            let path = PathBuf::from(path);
+            // The URI is unused for a Unix socket; tonic needs one all the same.
+            Endpoint::from_static("http://tether.sidecar")
+                .connect_with_connector(tower::service_fn(move |_: Uri| {
+                    let path = path.clone();
+                    async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?)) }
+                }))
+                .await?
+        } else {
+            Endpoint::from_shared(address.to_owned()).map_err(|e| invalid(e.to_string()))?.connect().await?
+        };
+        Ok(SidecarClient::from_channel(channel))
+    }
+
+    /// A client over an existing channel.
+    pub fn from_channel(channel: Channel) -> SidecarClient {
+        let grpc = sidecar_client::SidecarClient::new(channel)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20);
+        SidecarClient { grpc }
+    }
+
+    /// Asks the sidecar for its version, runtimes and limits.
+    ///
+    /// # Errors
+    /// If the call fails.
+    pub async fn describe(&self) -> Result<pb::DescribeResponse, ClientError> {
+        Ok(self.grpc.clone().describe(pb::DescribeRequest {}).await?.into_inner())
+    }
+
+    /// Runs a script, serving its calls through `handler`, until it ends.
+    ///
+    /// # Errors
+    /// If the sidecar refuses the run, the stream fails, or the sidecar breaks
+    /// the protocol. A script that fails is an `Ok` outcome with that status.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops the stream: the sidecar ends the script, and
+    /// calls still being handled are dropped with it.
+    pub async fn run(&self, request: RunRequest, handler: &dyn CallHandler) -> Result<RunOutcome, ClientError> {
+        self.run_until(request, handler, CancellationToken::new()).await
+    }
+
+    /// Like [`run`](Self::run), and when `cancel` fires sends `Cancel` and
+    /// waits for the sidecar's `Finished` (status CANCELLED).
+    ///
+    /// # Errors
+    /// As for [`run`](Self::run).
+    pub async fn run_until(
+        &self,
+        request: RunRequest,
+        handler: &dyn CallHandler,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, ClientError> {
+        let span = tracing::info_span!("script_run", run_id = %request.run_id);
+        async move {
+            let (outbound, receiver) = mpsc::channel(OUTBOUND_BUFFER);
+            let start = pb::BackendMessage { kind: Some(backend_message::Kind::Start(request.into_start())) };
+            outbound.send(start).await.map_err(|_| ClientError::Protocol("the outbound queue closed".into()))?;
+            let mut inbound = self.grpc.clone().run(ReceiverStream::new(receiver)).await?.into_inner();
+
+            let mut in_flight = FuturesUnordered::new();
+            let mut cap_exceeded = None;
+            let mut cancel_sent = false;
+            loop {
+                tokio::select! {
+                    message = inbound.message() => {
+                        let Some(message) = message? else {
+                            return Err(ClientError::Protocol("the stream ended without `Finished`".into()));
+                        };
+                        match message.kind {
+                            Some(sidecar_message::Kind::ToolCall(call)) => in_flight.push(serve(handler, call)),
+                            Some(sidecar_message::Kind::Output(output)) => {
+                                handler.output(output.stream(), &output.data);
+                            }
+                            Some(sidecar_message::Kind::CallCapExceeded(breach)) => {
+                                handler.call_cap_exceeded(&breach);
+                                cap_exceeded = Some(breach);
+                            }
+                            Some(sidecar_message::Kind::Finished(finished)) => {
+                                return Ok(RunOutcome::from_finished(finished, cap_exceeded));
+                            }
+                            None => return Err(ClientError::Protocol("a sidecar message with no content".into())),
+                        }
+                    }
+                    Some(result) = in_flight.next() => {
+                        let message = pb::BackendMessage { kind: Some(backend_message::Kind::ToolResult(result)) };
+                        // A closed queue means the stream is over; `Finished` or an error follows.
+                        let _ = outbound.send(message).await;
+                    }
+                    () = cancel.cancelled(), if !cancel_sent => {
+                        cancel_sent = true;
+                        let message = pb::BackendMessage { kind: Some(backend_message::Kind::Cancel(pb::Cancel { reason: "cancelled by the backend".into() })) };
+                        let _ = outbound.send(message).await;
+                    }
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+async fn serve(handler: &dyn CallHandler, call: pb::ToolCall) -> pb::ToolResult {
+    let span = tracing::info_span!("script_call", call_id = %call.id, tool = %call.name);
+    async move {
+        let outcome = match serde_json::from_str(&call.args_json) {
+            Ok(args) => {
+                let script_call = ScriptCall { id: call.id.clone(), name: call.name, args, batch: call.batch, batch_size: call.batch_size };
+                handler.call(script_call).await
+            }
+            Err(error) => ToolOutcome::failed("invalid_arguments", format!("the arguments are not valid JSON: {error}")),
+        };
+        outcome.into_proto(call.id)
+    }
+    .instrument(span)
+    .await
+}

@@ -1,0 +1,24 @@
+//! Errors of the sidecar client.
+
+/// Why a run could not be carried out. A script that fails is NOT an error
+/// here: it is a [`RunOutcome`](crate::RunOutcome) with a script-error status.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The sidecar address is not valid.
+    #[error("invalid sidecar address `{address}`: {reason}")]
+    Address {
+        /// The address given.
+        address: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// The connection to the sidecar failed.
+    #[error("cannot reach the sidecar: {0}")]
+    Connect(#[from] tonic::transport::Error),
+    /// The sidecar refused the run or the stream failed.
+    #[error("the sidecar failed the run: {} ({:?})", .0.message(), .0.code())]
+    Status(#[from] tonic::Status),
+    /// The sidecar broke the protocol (e.g. the stream ended without `Finished`).
+    #[error("the sidecar broke the protocol: {0}")]
+    Protocol(String),
+}

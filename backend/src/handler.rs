@@ -1,0 +1,68 @@
+//! How a backend answers a script's calls.
+
+use serde_json::Value;
+use tether_proto::pb;
+
+/// One tool call a script made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptCall {
+    /// `<parent call id>/<n>`, n counting from 1.
+    pub id: String,
+    /// The tool the script named (it may not exist).
+    pub name: String,
+    /// The arguments, a JSON object.
+    pub args: Value,
+    /// Calls made together share a batch number; run them concurrently.
+    pub batch: u32,
+    /// How many calls the batch holds.
+    pub batch_size: u32,
+}
+
+/// What a call produced: a value, or the failure-shaped result (refusal,
+/// denial, tool error, cancellation) the script receives as a value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    /// The tool ran and returned this value.
+    Ok(Value),
+    /// The call produced no value.
+    Failed {
+        /// A stable machine code, e.g. `policy_denied`.
+        code: String,
+        /// A reason written for the model that reads the script's result.
+        message: String,
+    },
+}
+
+impl ToolOutcome {
+    /// A failure with `code` and `message`.
+    pub fn failed(code: impl Into<String>, message: impl Into<String>) -> Self {
+        ToolOutcome::Failed { code: code.into(), message: message.into() }
+    }
+
+    pub(crate) fn into_proto(self, id: String) -> pb::ToolResult {
+        use pb::tool_result::Outcome;
+        let outcome = match self {
+            ToolOutcome::Ok(value) => Outcome::ValueJson(value.to_string()),
+            ToolOutcome::Failed { code, message } => Outcome::Failure(pb::Failure { code, message }),
+        };
+        pb::ToolResult { id, outcome: Some(outcome) }
+    }
+}
+
+/// Answers the calls of a run. Implement [`CallHandler::call`] by sending the
+/// call through the same path as a call the model makes.
+///
+/// Calls of one batch are handled concurrently; `call` must be cancel-safe in
+/// the sense that dropping its future (the run ended) abandons the call.
+#[async_trait::async_trait]
+pub trait CallHandler: Send + Sync {
+    /// Handles one call and returns what the script receives.
+    async fn call(&self, call: ScriptCall) -> ToolOutcome;
+
+    /// The script printed `data` to `stream`. Default: ignored (it is also in
+    /// the outcome).
+    fn output(&self, _stream: pb::OutputStream, _data: &[u8]) {}
+
+    /// The script passed its call cap. Sent once per run; default: ignored.
+    fn call_cap_exceeded(&self, _breach: &pb::CallCapExceeded) {}
+}

@@ -1,0 +1,23 @@
+//! The Rust library an agent backend embeds to run scripts in a Tether sidecar.
+//!
+//! Where things are:
+//! - [`client`]: [`SidecarClient`] — connect, open a run's stream, serve its calls
+//! - [`handler`]: [`CallHandler`], the trait through which a backend answers
+//!   every call a script makes
+//! - [`outcome`]: [`RunOutcome`], how a run ended
+//! - [`error`]: [`ClientError`]
+//! - [`turn`]: [`Turn`] — the one execution path every tool call goes through,
+//!   the model's and every script's: checks, approval, audit log, effect ledger
+
+pub mod client;
+pub mod error;
+pub mod handler;
+pub mod outcome;
+pub mod turn;
+
+pub use client::{RunRequest, SidecarClient, ToolDef};
+pub use error::ClientError;
+pub use handler::{CallHandler, ScriptCall, ToolOutcome};
+pub use outcome::RunOutcome;
+pub use turn::{CallOrigin, CallRequest, CallResult, Code, ScriptTool, SqliteAuditStore, Step, Turn, TurnBuilder};
+pub use tether_proto::pb;

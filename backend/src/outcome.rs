@@ -1,0 +1,52 @@
+//! How a run ended.
+
+use serde_json::Value;
+use tether_proto::pb;
+
+/// The end of a run, from the sidecar's `Finished`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    /// How the run ended.
+    pub status: pb::RunStatus,
+    /// The script's result (the value of its last expression) when `status` is OK.
+    pub result: Option<Value>,
+    /// What the script printed (within the output limit).
+    pub stdout: String,
+    /// What the script wrote to stderr.
+    pub stderr: String,
+    /// True when output was dropped at the limit.
+    pub output_truncated: bool,
+    /// Why the run failed, unless it completed.
+    pub error: Option<pb::RunError>,
+    /// What the run used.
+    pub stats: pb::RunStats,
+    /// Set when the script passed its call cap.
+    pub call_cap_exceeded: Option<pb::CallCapExceeded>,
+}
+
+impl RunOutcome {
+    pub(crate) fn from_finished(finished: pb::Finished, call_cap_exceeded: Option<pb::CallCapExceeded>) -> RunOutcome {
+        let status = pb::RunStatus::try_from(finished.status).unwrap_or(pb::RunStatus::Unspecified);
+        let result = if finished.result_json.is_empty() { None } else { serde_json::from_str(&finished.result_json).ok() };
+        RunOutcome {
+            status,
+            result,
+            stdout: finished.stdout,
+            stderr: finished.stderr,
+            output_truncated: finished.output_truncated,
+            error: finished.error,
+            stats: finished.stats.unwrap_or_default(),
+            call_cap_exceeded,
+        }
+    }
+
+    /// True when the script completed.
+    pub fn is_ok(&self) -> bool {
+        self.status == pb::RunStatus::Ok
+    }
+
+    /// The error kind (`"runtime_error"`, `"cpu_time_limit"`, …), or `""`.
+    pub fn error_kind(&self) -> &str {
+        self.error.as_ref().map_or("", |e| e.kind.as_str())
+    }
+}

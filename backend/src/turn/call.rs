@@ -1,0 +1,224 @@
+//! One call on its way through the turn: what was asked, who asked, and what
+//! came of it.
+
+use super::approval::ApprovalRecord;
+use super::codes::{Code, Step};
+use crate::handler::ToolOutcome;
+use serde_json::{Value, json};
+use std::fmt;
+
+/// A tool call as issued: by the model, or by a script through the sidecar.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRequest {
+    /// The call's id: the model's id, or `<parent call id>/<n>` for a script's call.
+    pub id: String,
+    /// The tool named (it may not exist; the lookup step judges that).
+    pub name: String,
+    /// The arguments as sent.
+    pub args: Value,
+}
+
+impl CallRequest {
+    /// A call `id` to `name` with `args`.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, args: Value) -> Self {
+        CallRequest { id: id.into(), name: name.into(), args }
+    }
+}
+
+/// Who issued a call. Decides nothing but the script exclusions (step 3) and
+/// what the audit row and events say.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CallOrigin {
+    /// The model called the tool directly.
+    Model,
+    /// A script called the tool from inside a `run_script` run.
+    Script {
+        /// The backend's id for the script run.
+        run_id: String,
+        /// The id of the call that started the script (the immediate parent).
+        parent_call_id: String,
+        /// `n` in the nested id `<parent>/<n>`, counting from 1.
+        index: u32,
+    },
+}
+
+impl CallOrigin {
+    /// `"model"` or `"script"`, as stored in the audit log.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallOrigin::Model => "model",
+            CallOrigin::Script { .. } => "script",
+        }
+    }
+
+    /// True for a call a script made.
+    pub fn is_script(&self) -> bool {
+        matches!(self, CallOrigin::Script { .. })
+    }
+
+    /// The immediate parent's call id, for a script's call.
+    pub fn parent_call_id(&self) -> Option<&str> {
+        match self {
+            CallOrigin::Model => None,
+            CallOrigin::Script { parent_call_id, .. } => Some(parent_call_id),
+        }
+    }
+
+    /// The script run's id, for a script's call.
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            CallOrigin::Model => None,
+            CallOrigin::Script { run_id, .. } => Some(run_id),
+        }
+    }
+}
+
+/// Why a call produced no value, with the step that decided it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The stable code; its display name is [`Code::display_name`].
+    pub code: Code,
+    /// The step that refused or ended the call.
+    pub step: Step,
+    /// The reason, written for the model (or script) that reads it.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure with `code` at `step`.
+    pub fn new(code: Code, step: Step, message: impl Into<String>) -> Self {
+        Failure { code, step, message: message.into() }
+    }
+
+    /// The display name of [`Failure::code`].
+    pub fn display_name(&self) -> &'static str {
+        self.code.display_name()
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.code.display_name(), self.code, self.message)
+    }
+}
+
+/// What a call came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallOutcome {
+    /// The tool ran and returned a value.
+    Ok(Value),
+    /// The tool ran and reported its own failure, with the tool's own code.
+    ToolError {
+        /// The tool's code, e.g. `not_found`.
+        code: String,
+        /// The tool's message.
+        message: String,
+    },
+    /// The call was refused, denied, timed out or cancelled.
+    Failed(Failure),
+}
+
+/// The status of a finished call, as stored in the audit log and the
+/// nested-call summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallStatus {
+    /// The tool returned a value.
+    Ok,
+    /// The tool reported its own failure.
+    Error,
+    /// Refused, denied, timed out or cancelled while the turn waited on it.
+    Failed,
+    /// Dropped before it settled (its parent settled, or the turn ended and
+    /// dropped it mid-way).
+    Abandoned,
+}
+
+impl CallStatus {
+    /// `"ok"`, `"error"`, `"failed"` or `"abandoned"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallStatus::Ok => "ok",
+            CallStatus::Error => "error",
+            CallStatus::Failed => "failed",
+            CallStatus::Abandoned => "abandoned",
+        }
+    }
+
+    /// The status named `name` by [`CallStatus::as_str`], if any.
+    pub fn parse(name: &str) -> Option<CallStatus> {
+        [CallStatus::Ok, CallStatus::Error, CallStatus::Failed, CallStatus::Abandoned]
+            .into_iter()
+            .find(|s| s.as_str() == name)
+    }
+}
+
+/// The result of [`Turn::execute`](super::Turn::execute): the same shape for
+/// both origins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool named.
+    pub tool: String,
+    /// What came of it.
+    pub outcome: CallOutcome,
+    /// Host-only metadata from the tool (e.g. `run_script`'s `nested_calls`);
+    /// never shown to the model.
+    pub metadata: Option<Value>,
+    /// The approval decision, when the call needed one and got that far.
+    pub approval: Option<ApprovalRecord>,
+}
+
+impl CallResult {
+    /// The status: ok, error or failed (a returned result is never abandoned).
+    pub fn status(&self) -> CallStatus {
+        match self.outcome {
+            CallOutcome::Ok(_) => CallStatus::Ok,
+            CallOutcome::ToolError { .. } => CallStatus::Error,
+            CallOutcome::Failed(_) => CallStatus::Failed,
+        }
+    }
+
+    /// The failure, when the call was refused, denied or ended.
+    pub fn failure(&self) -> Option<&Failure> {
+        match &self.outcome {
+            CallOutcome::Failed(failure) => Some(failure),
+            _ => None,
+        }
+    }
+
+    /// The error code the caller sees: a [`Code`] or the tool's own code.
+    pub fn error_code(&self) -> Option<&str> {
+        match &self.outcome {
+            CallOutcome::Ok(_) => None,
+            CallOutcome::ToolError { code, .. } => Some(code),
+            CallOutcome::Failed(failure) => Some(failure.code.as_str()),
+        }
+    }
+
+    /// The value the model reads, the same shape a script's call returns:
+    /// `{"ok": true, "value": …, "error": null}` or
+    /// `{"ok": false, "value": null, "error": {"code": …, "message": …}}`.
+    pub fn to_model_value(&self) -> Value {
+        match &self.outcome {
+            CallOutcome::Ok(value) => json!({"ok": true, "value": value, "error": null}),
+            CallOutcome::ToolError { code, message } => {
+                json!({"ok": false, "value": null, "error": {"code": code, "message": message}})
+            }
+            CallOutcome::Failed(failure) => json!({
+                "ok": false, "value": null,
+                "error": {"code": failure.code.as_str(), "message": failure.message}
+            }),
+        }
+    }
+
+    /// What the script receives: the value, or the failure-shaped result with
+    /// the same code and message the model would get.
+    pub fn into_script_outcome(self) -> ToolOutcome {
+        match self.outcome {
+            CallOutcome::Ok(value) => ToolOutcome::Ok(value),
+            CallOutcome::ToolError { code, message } => ToolOutcome::Failed { code, message },
+            CallOutcome::Failed(failure) => ToolOutcome::Failed { code: failure.code.as_str().to_owned(), message: failure.message },
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The call guard: emits `ToolStarted` when a call arrives and guarantees
+//! exactly one terminal event and one audit row per call — on the normal path
+//! from [`CallGuard::finish`], and from `Drop` when the call is dropped
+//! before it settled (its parent settled, or the turn ended and dropped it).
+
+use super::approval::{ApprovalRecord, ApprovalVerdict};
+use super::audit::{AuditRecord, cut, unix_ms};
+use super::call::{CallOrigin, CallOutcome, CallRequest, CallResult, CallStatus, Failure};
+use super::codes::{Code, Step};
+use super::events::ToolEvent;
+use super::tool::{ToolError, ToolOutput};
+use super::state::Turn;
+use std::time::{Duration, Instant, SystemTime};
+
+/// What the steps produced: the tool's return, or a failure.
+pub(crate) type StepsOutcome = Result<Result<ToolOutput, ToolError>, Failure>;
+
+/// One call's bookkeeping while it goes through the steps.
+pub(crate) struct CallGuard {
+    turn: Turn,
+    call_id: String,
+    tool: String,
+    origin: CallOrigin,
+    args: (String, bool),
+    started_wall: SystemTime,
+    started: Instant,
+    /// The step the call is at (the step recorded if it is dropped).
+    pub(crate) step: Step,
+    /// The approval verdict, once the approval step decided.
+    pub(crate) approval: Option<ApprovalRecord>,
+    settled: bool,
+}
+
+impl CallGuard {
+    /// Starts the bookkeeping and emits `ToolStarted`.
+    pub(crate) fn start(turn: Turn, request: &CallRequest, origin: &CallOrigin) -> CallGuard {
+        let shown = turn.redact(&request.name, &request.args);
+        let args = cut(&shown.to_string(), turn.limits().audit_args_bytes);
+        turn.inner.events.emit(&ToolEvent::ToolStarted {
+            turn_id: turn.id().to_owned(),
+            call_id: request.id.clone(),
+            parent_call_id: origin.parent_call_id().map(str::to_owned),
+            tool: request.name.clone(),
+            origin: origin.clone(),
+            args: turn.limits().capture_payloads.then_some(shown),
+        });
+        CallGuard {
+            turn,
+            call_id: request.id.clone(),
+            tool: request.name.clone(),
+            origin: origin.clone(),
+            args,
+            started_wall: SystemTime::now(),
+            started: Instant::now(),
+            step: Step::Budget,
+            approval: None,
+            settled: false,
+        }
+    }
+
+    /// The (redacted, capped) arguments as recorded.
+    pub(crate) fn recorded_args(&self) -> &str {
+        &self.args.0
+    }
+
+    fn record(&self, status: CallStatus, step: Option<Step>, code: Option<String>, duration: Duration) -> AuditRecord {
+        AuditRecord {
+            turn_id: self.turn.id().to_owned(),
+            call_id: self.call_id.clone(),
+            parent_call_id: self.origin.parent_call_id().map(str::to_owned),
+            script_run_id: self.origin.run_id().map(str::to_owned),
+            tool: self.tool.clone(),
+            origin: self.origin.kind().to_owned(),
+            args: self.args.0.clone(),
+            args_truncated: self.args.1,
+            step,
+            code,
+            approval: self.approval.as_ref().map(|a| a.verdict),
+            decided_by: self.approval.as_ref().map(|a| a.decided_by.clone()),
+            status,
+            started_at_ms: unix_ms(self.started_wall),
+            finished_at_ms: unix_ms(SystemTime::now()),
+            duration_us: i64::try_from(duration.as_micros()).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// Settles the call: emits its terminal event and writes its audit row
+    /// (step 9, on the blocking pool), then returns the result.
+    ///
+    /// # Cancel safety
+    /// The event is emitted and the call marked settled before the first
+    /// await; the audit write runs to completion even if this is dropped.
+    pub(crate) async fn finish(mut self, outcome: StepsOutcome) -> CallResult {
+        let duration = self.started.elapsed();
+        let (outcome, metadata) = match outcome {
+            Ok(Ok(output)) => (CallOutcome::Ok(output.value), output.metadata),
+            Ok(Err(error)) => (CallOutcome::ToolError { code: error.code, message: error.message }, error.metadata),
+            Err(failure) => (CallOutcome::Failed(failure), None),
+        };
+        let result = CallResult {
+            call_id: self.call_id.clone(),
+            tool: self.tool.clone(),
+            outcome,
+            metadata,
+            approval: self.approval.clone(),
+        };
+        let (turn_id, parent_call_id) = (self.turn.id().to_owned(), self.origin.parent_call_id().map(str::to_owned));
+        let (event, step, code) = match &result.outcome {
+            CallOutcome::Ok(_) | CallOutcome::ToolError { .. } => (
+                ToolEvent::ToolCompleted {
+                    turn_id,
+                    call_id: self.call_id.clone(),
+                    parent_call_id,
+                    tool: self.tool.clone(),
+                    error_code: result.error_code().map(str::to_owned),
+                    duration,
+                    metadata: result.metadata.clone(),
+                },
+                None,
+                result.error_code().map(str::to_owned),
+            ),
+            CallOutcome::Failed(failure) => (
+                ToolEvent::ToolFailed {
+                    turn_id,
+                    call_id: self.call_id.clone(),
+                    parent_call_id,
+                    tool: self.tool.clone(),
+                    code: failure.code,
+                    step: failure.step,
+                    message: failure.message.clone(),
+                    duration,
+                },
+                Some(failure.step),
+                Some(failure.code.as_str().to_owned()),
+            ),
+        };
+        let record = self.record(result.status(), step, code, duration);
+        self.settled = true;
+        self.turn.inner.events.emit(&event);
+        if let Some(failure) = result.failure() {
+            tracing::info!(code = %failure.code, step = %failure.step, "call refused or ended: {}", failure.message);
+        }
+        if let Err(error) = self.turn.blocking(move |store| store.record(&record)).await {
+            tracing::error!(%error, "cannot write the audit row");
+        }
+        result
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let code = self.turn.end_reason().unwrap_or(Code::ParentSettled);
+        let message = match code {
+            Code::ParentSettled => "parent settled: the call was dropped before it settled".to_owned(),
+            other => format!("{}: the call was dropped before it settled", other.display_name()),
+        };
+        if self.step == Step::Approval && self.approval.is_none() {
+            self.approval = Some(ApprovalRecord { verdict: ApprovalVerdict::Abandoned, decided_by: "turn".into() });
+        }
+        let duration = self.started.elapsed();
+        self.turn.inner.events.emit(&ToolEvent::ToolFailed {
+            turn_id: self.turn.id().to_owned(),
+            call_id: self.call_id.clone(),
+            parent_call_id: self.origin.parent_call_id().map(str::to_owned),
+            tool: self.tool.clone(),
+            code,
+            step: self.step,
+            message,
+            duration,
+        });
+        let record = self.record(CallStatus::Abandoned, Some(self.step), Some(code.as_str().to_owned()), duration);
+        // No await is possible here: a short synchronous write (see `sqlite.rs`).
+        if let Err(error) = self.turn.inner.store.record(&record) {
+            tracing::error!(%error, call_id = %self.call_id, "cannot write the audit row of a dropped call");
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The script tool, `run_script`: a tool of the turn whose executor opens a
+//! sidecar run with the turn's current tool list and serves every call the
+//! script makes through [`Turn::execute`] with origin `Script` — the same
+//! path, the same checks, the same records as a call the model makes.
+
+use super::call::{CallOrigin, CallRequest};
+use super::error::TurnError;
+use super::summary::NestedSummary;
+use super::tool::{Tool, ToolContext, ToolError, ToolExecutor, ToolMeta, ToolOutput, ToolSpec};
+use super::state::Turn;
+use crate::client::{RunRequest, SidecarClient};
+use crate::handler::{CallHandler, ScriptCall, ToolOutcome};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tether_proto::pb;
+
+/// The script tool's default name.
+pub const SCRIPT_TOOL_NAME: &str = "run_script";
+
+const DESCRIPTION: &str = "Run a Python script that calls this turn's tools, to chain dependent calls in one step. \
+Inside the script: one function per tool (`get_contract(customer_id=\"c1\")`), or `call(name, args)`; \
+`call_async` with `asyncio.gather` runs calls together. Every call returns {\"ok\": bool, \"value\": ..., \
+\"error\": {\"code\", \"message\"} or None} and never raises; `unwrap(r)` returns the value or raises. \
+`input` holds the `input` argument. The value of the last expression is the result. \
+Every call is checked, approved and audited like a direct call. Tools that ask the user, run on the \
+user's device, or activate tools cannot be called from a script; deferred tools must be activated first.";
+
+/// Builds the `run_script` tool over a sidecar connection. Defaults: name
+/// `run_script`, language `python`, the sidecar's own limits, and a time
+/// limit of 30 minutes (a script may wait on approvals; the turn's deadline
+/// still applies).
+#[derive(Debug, Clone)]
+pub struct ScriptTool {
+    client: SidecarClient,
+    name: String,
+    language: String,
+    limits: pb::Limits,
+    time_limit: Duration,
+}
+
+impl ScriptTool {
+    /// The script tool over `client`.
+    pub fn new(client: SidecarClient) -> Self {
+        ScriptTool {
+            client,
+            name: SCRIPT_TOOL_NAME.into(),
+            language: "python".into(),
+            limits: pb::Limits::default(),
+            time_limit: Duration::from_secs(30 * 60),
+        }
+    }
+
+    /// Renames the tool.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The sidecar runtime to run scripts in.
+    pub fn language(mut self, language: impl Into<String>) -> Self {
+        self.language = language.into();
+        self
+    }
+
+    /// Limits for every run (each may only tighten the sidecar's); the
+    /// deadline is further tightened to the turn's remaining time.
+    pub fn limits(mut self, limits: pb::Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The tool's own time limit.
+    pub fn time_limit(mut self, limit: Duration) -> Self {
+        self.time_limit = limit;
+        self
+    }
+
+    /// The spec as the model sees it; metadata: the script tool, read-only
+    /// (its effects are its nested calls', each in the ledger), safe to run
+    /// alongside other calls.
+    pub fn spec(&self) -> ToolSpec {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "Python source; the value of the last expression is the result"},
+                "input": {"description": "any JSON value; the script reads it as `input`"}
+            },
+            "required": ["code"],
+            "additionalProperties": false
+        });
+        ToolSpec::new(self.name.clone(), DESCRIPTION, schema).meta(ToolMeta {
+            is_script_tool: true,
+            read_only: true,
+            concurrency_safe: true,
+            time_limit: Some(self.time_limit),
+            ..ToolMeta::default()
+        })
+    }
+
+    /// The tool, ready for [`TurnBuilder::add_tool`](super::TurnBuilder::add_tool).
+    ///
+    /// # Errors
+    /// Never in practice (the schema is fixed); kept for symmetry with [`Tool::new`].
+    pub fn into_tool(self) -> Result<Tool, TurnError> {
+        let spec = self.spec();
+        Tool::new(spec, Arc::new(ScriptExecutor { tool: self }))
+    }
+}
+
+struct ScriptExecutor {
+    tool: ScriptTool,
+}
+
+#[async_trait::async_trait]
+impl ToolExecutor for ScriptExecutor {
+    async fn execute(&self, context: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let Some(source) = args.get("code").and_then(Value::as_str) else {
+            return Err(ToolError::new("invalid_arguments", "`code` must be a string"));
+        };
+        let turn = context.turn;
+        let run_id = turn.next_run_id();
+        let mut limits = self.tool.limits.clone();
+        if let Some(remaining) = turn.remaining() {
+            let ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX).max(1);
+            limits.deadline_ms = if limits.deadline_ms == 0 { ms } else { limits.deadline_ms.min(ms) };
+        }
+        let request = RunRequest {
+            run_id: run_id.clone(),
+            turn_id: turn.id().to_owned(),
+            parent_call_id: context.call_id.clone(),
+            source: source.to_owned(),
+            language: self.tool.language.clone(),
+            input: args.get("input").cloned().unwrap_or(Value::Null),
+            // The turn's CURRENT list; tools activated later are still
+            // callable by name (`call(...)`): the lookup reads the live list.
+            tools: turn.script_tools(),
+            limits,
+        };
+        let handler = ScriptCalls {
+            turn: turn.clone(),
+            run_id: run_id.clone(),
+            parent_call_id: context.call_id,
+            summary: NestedSummary::new(turn.limits().capture_payloads),
+        };
+        let outcome = self.tool.client.run(request, &handler).await;
+        let mut metadata = match handler.summary.to_json() {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::error!(%error, %run_id, "the sidecar failed the run");
+                metadata.insert("run".into(), json!({"run_id": run_id, "error": error.to_string()}));
+                return Err(ToolError::new("sandbox_unavailable", "the script could not be run in the sandbox; call the tools directly instead")
+                    .with_metadata(Value::Object(metadata)));
+            }
+        };
+        metadata.insert(
+            "run".into(),
+            json!({
+                "run_id": run_id,
+                "status": outcome.status.as_str_name(),
+                "calls": outcome.stats.calls,
+                "calls_refused_by_cap": outcome.stats.calls_refused_by_cap,
+                "cpu_time_us": outcome.stats.cpu_time_us,
+                "wait_time_us": outcome.stats.wait_time_us,
+                "wall_time_us": outcome.stats.wall_time_us,
+            }),
+        );
+        let metadata = Value::Object(metadata);
+        if outcome.is_ok() {
+            let mut value = json!({
+                "result": outcome.result,
+                "stdout": outcome.stdout,
+                "stderr": outcome.stderr,
+            });
+            if outcome.output_truncated {
+                value["output_truncated"] = json!(true);
+            }
+            Ok(ToolOutput::new(value).with_metadata(metadata))
+        } else {
+            let error = outcome.error.clone().unwrap_or_default();
+            let kind = if error.kind.is_empty() { "script_failed".to_owned() } else { error.kind.clone() };
+            let mut message = error.message.clone();
+            if !error.traceback.is_empty() {
+                message = format!("{message}\n{}", error.traceback);
+            }
+            if !outcome.stdout.is_empty() {
+                message = format!("{message}\nstdout:\n{}", outcome.stdout);
+            }
+            Err(ToolError::new(kind, message).with_metadata(metadata))
+        }
+    }
+}
+
+/// Serves one run's calls: each through [`Turn::execute`] with origin `Script`.
+struct ScriptCalls {
+    turn: Turn,
+    run_id: String,
+    parent_call_id: String,
+    summary: NestedSummary,
+}
+
+#[async_trait::async_trait]
+impl CallHandler for ScriptCalls {
+    async fn call(&self, call: ScriptCall) -> ToolOutcome {
+        let index = call
+            .id
+            .strip_prefix(self.parent_call_id.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let origin = CallOrigin::Script { run_id: self.run_id.clone(), parent_call_id: self.parent_call_id.clone(), index };
+        let slot = self.summary.begin(&call.id, &call.name, &self.turn.redact(&call.name, &call.args));
+        let result = self.turn.execute(CallRequest { id: call.id, name: call.name, args: call.args }, origin).await;
+        self.summary.settle(slot, &result);
+        result.into_script_outcome()
+    }
+
+    fn call_cap_exceeded(&self, breach: &pb::CallCapExceeded) {
+        self.turn.audit_script_cap_breach(&self.run_id, &self.parent_call_id, breach);
+    }
+}
+
+/// The meta tool that activates deferred tools: `activate_tools(names=[...])`.
+/// Excluded from scripts (it changes the turn's state); read-only (no
+/// external effects, so no ledger rows).
+///
+/// # Errors
+/// Never in practice (the schema is fixed).
+pub fn activate_tools_tool() -> Result<Tool, TurnError> {
+    let spec = ToolSpec::new(
+        "activate_tools",
+        "Activate deferred tools (listed by name only) so they can be called, also from scripts.",
+        json!({
+            "type": "object",
+            "properties": {"names": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
+            "required": ["names"],
+            "additionalProperties": false
+        }),
+    )
+    .meta_tool()
+    .read_only();
+    Tool::new(
+        spec,
+        super::tool::executor_fn(|context: ToolContext, args: Value| async move {
+            let names: Vec<String> = args
+                .get("names")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default();
+            let (mut activated, mut unknown) = (Vec::new(), Vec::new());
+            for name in names {
+                match context.turn.activate(&name) {
+                    Ok(_) => activated.push(name),
+                    Err(_) => unknown.push(name),
+                }
+            }
+            if activated.is_empty() {
+                return Err(ToolError::new("tool_not_found", format!("no such tools: {}", unknown.join(", "))));
+            }
+            Ok(ToolOutput::new(json!({"activated": activated, "unknown": unknown})))
+        }),
+    )
+}
+
+impl Turn {
+    /// Audits a script's per-script call-cap breach once (the sidecar refuses
+    /// the calls themselves and reports the breach once per run).
+    fn audit_script_cap_breach(&self, run_id: &str, parent_call_id: &str, breach: &pb::CallCapExceeded) {
+        use super::audit::{AuditRecord, unix_ms};
+        use super::call::CallStatus;
+        use super::codes::{Code, Step};
+        let now = unix_ms(std::time::SystemTime::now());
+        let record = AuditRecord {
+            turn_id: self.id().to_owned(),
+            call_id: breach.call_id.clone(),
+            parent_call_id: Some(parent_call_id.to_owned()),
+            script_run_id: Some(run_id.to_owned()),
+            tool: breach.name.clone(),
+            origin: "script".into(),
+            args: String::new(),
+            args_truncated: false,
+            step: Some(Step::Budget),
+            code: Some(Code::ScriptCallCapReached.as_str().to_owned()),
+            approval: None,
+            decided_by: None,
+            status: CallStatus::Failed,
+            started_at_ms: now,
+            finished_at_ms: now,
+            duration_us: 0,
+        };
+        tracing::warn!(%run_id, max_calls = breach.max_calls, "the script passed its call cap");
+        // Once per run, from the run's loop: a short synchronous write.
+        if let Err(error) = self.inner.store.record(&record) {
+            tracing::error!(%error, "cannot audit the script's call-cap breach");
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! An example guest built with `tether-guest`, and the tests' command-driven
+//! guest: its "script" is one command per line.
+//!
+//! | command | effect |
+//! |---|---|
+//! | `call NAME {json}` | calls a tool; the result is kept |
+//! | `batch NAME {json} \| NAME {json} …` | calls several tools as one batch |
+//! | `repeat N NAME {json}` | makes N calls one after another |
+//! | `print TEXT` / `eprint TEXT` | writes a line to stdout / stderr |
+//! | `alloc MIB` | allocates and touches MIB mebibytes |
+//! | `spin` | computes forever |
+//! | `recurse` | recurses until the stack runs out |
+//! | `trap` | executes `unreachable` |
+//! | `fail MESSAGE` | ends with a script error |
+//!
+//! The result is the list of every call result, in order.
+
+use serde_json::{Value, json};
+use tether_guest::{CallRequest, CallResult, Outcome, ScriptError};
+
+fn main() {
+    let start = tether_guest::start();
+    let outcome = match run(&start.source) {
+        Ok(results) => Outcome::Ok(Value::Array(results)),
+        Err(message) => {
+            Outcome::Err(ScriptError { kind: "runtime_error".into(), message, ..ScriptError::default() })
+        }
+    };
+    tether_guest::finish(&outcome);
+}
+
+fn run(script: &str) -> Result<Vec<Value>, String> {
+    let mut results = Vec::new();
+    for (number, line) in script.lines().enumerate().map(|(i, l)| (i + 1, l.trim())) {
+        let (command, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match command {
+            "" => {}
+            "call" => results.push(to_json(tether_guest::call_batch(vec![parse_call(rest)?]).remove(0))),
+            "batch" => {
+                let calls = rest.split('|').map(parse_call).collect::<Result<Vec<_>, _>>()?;
+                results.extend(tether_guest::call_batch(calls).into_iter().map(to_json));
+            }
+            "repeat" => {
+                let (count, call) = rest.split_once(' ').ok_or("usage: repeat N NAME {json}")?;
+                let count: u32 = count.parse().map_err(|_| format!("line {number}: bad count"))?;
+                let call = parse_call(call)?;
+                for _ in 0..count {
+                    results.push(to_json(tether_guest::call(&call.name, call.args.clone())));
+                }
+            }
+            "print" => println!("{rest}"),
+            "eprint" => eprintln!("{rest}"),
+            "alloc" => {
+                let mib: usize = rest.parse().map_err(|_| format!("line {number}: bad size"))?;
+                let block = vec![1u8; mib << 20];
+                results.push(json!(block.iter().map(|&b| b as u64).sum::<u64>()));
+            }
+            "spin" => spin(),
+            "recurse" => results.push(json!(recurse(0, std::hint::black_box(1)))),
+            "trap" => std::process::abort(),
+            "fail" => return Err(rest.to_owned()),
+            other => return Err(format!("line {number}: unknown command `{other}`")),
+        }
+    }
+    Ok(results)
+}
+
+fn parse_call(text: &str) -> Result<CallRequest, String> {
+    let text = text.trim();
+    let (name, args) = text.split_once(' ').unwrap_or((text, "{}"));
+    let args = serde_json::from_str(args).map_err(|e| format!("bad arguments for `{name}`: {e}"))?;
+    Ok(CallRequest { name: name.to_owned(), args })
+}
+
+fn to_json(result: CallResult) -> Value {
+    serde_json::to_value(result).unwrap_or(Value::Null)
+}
+
+fn spin() -> ! {
+    let mut x = 0u64;
+    loop {
+        x = std::hint::black_box(x.wrapping_add(1));
+    }
+}
+
+/// Recursion that uses only wasm locals (no shadow-stack frame) and cannot
+/// become a loop, so it ends at the engine's wasm stack limit.
+#[inline(never)]
+fn recurse(depth: u64, salt: u64) -> u64 {
+    if salt == u64::MAX {
+        return depth;
+    }
+    recurse(depth + 1, salt ^ depth).wrapping_mul(3) ^ depth
+}

@@ -1,0 +1,15 @@
+//! The Python runtime of Tether, as a library: everything the
+//! `tether-python` guest binary does except talk to the host.
+//!
+//! The guest (`main.rs`) reads the start document, hands it to
+//! [`runner::run`] with `tether_guest::call_batch` as the way out, and reports
+//! the [`Outcome`](tether_guest::Outcome). Keeping the host out of this crate's
+//! library lets the whole run loop build and be tested natively with a fake
+//! host (`cargo test -p tether-python`).
+
+pub mod api;
+pub mod convert;
+pub mod errors;
+pub mod output;
+pub mod runner;
+pub mod sandbox;

@@ -1,0 +1,37 @@
+//! The Python runtime of Tether: a `wasm32-wasip1` guest that runs one
+//! script with monty, reaching the turn's tools through the `tether_v1` ABI.
+//!
+//! One process is one run: read the start document, run the script, report
+//! the outcome, exit 0. Whatever the script does ends as an [`Outcome`], never
+//! a panic. The logic lives in the `tether_python` library, which also builds
+//! natively, so the run loop is tested with a fake host.
+//!
+//! [`Outcome`]: tether_guest::Outcome
+
+#[cfg(target_arch = "wasm32")]
+fn main() {
+    use tether_guest::{ABI_VERSION, Outcome, ScriptError};
+    use tether_python::{output::Printer, runner};
+
+    let doc = tether_guest::start();
+    let outcome = if doc.abi == ABI_VERSION {
+        let mut printer = Printer::new(std::io::stdout());
+        runner::run(&doc, tether_guest::call_batch, &mut printer)
+    } else {
+        Outcome::Err(ScriptError {
+            kind: "unsupported_abi".to_owned(),
+            message: format!("this runtime speaks tether_v{ABI_VERSION}, the host sent a tether_v{} run", doc.abi),
+            ..ScriptError::default()
+        })
+    };
+    tether_guest::finish(&outcome);
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() {
+    eprintln!(
+        "tether-python runs only as a wasm32-wasip1 guest of Tether: \
+         build it with `cargo build --profile guest --target wasm32-wasip1 -p tether-python`"
+    );
+    std::process::exit(2);
+}

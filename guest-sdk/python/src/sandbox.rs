@@ -1,0 +1,102 @@
+//! What the script gets when it reaches for the operating system: files,
+//! the environment, modules monty does not ship. In Tether every effect goes
+//! through a tool call, so these are refused with a Python exception that
+//! says so. Sleeps are the one OS call honoured.
+
+use std::time::Duration;
+
+use monty_types::{ExcType, MontyException, OsFunctionCall};
+
+/// Why the OS is closed, appended to every refusal.
+const EFFECTS_GO_THROUGH_TOOLS: &str = "every effect goes through a tool call";
+
+/// monty's longest system sleep, applied again here in case a call arrives
+/// uncapped (the host's wall-clock deadline bounds the total anyway).
+const MAX_SLEEP: Duration = Duration::from_secs(10);
+
+/// How the runner answers one OS call.
+#[derive(Debug)]
+pub enum OsAnswer {
+    /// Raise this exception at the call site.
+    Refuse(MontyException),
+    /// `time.sleep`: wait, then answer `None`.
+    Sleep(Duration),
+    /// `asyncio.sleep`: an awaitable that completes after this long.
+    AsyncSleep(Duration),
+}
+
+/// Decides how to answer `call`.
+pub fn answer(call: &OsFunctionCall) -> OsAnswer {
+    use OsFunctionCall as Os;
+    match call {
+        Os::Sleep(duration) | Os::SystemSleep(duration) => OsAnswer::Sleep((*duration).min(MAX_SLEEP)),
+        Os::AsyncSleep(duration) | Os::AsyncSystemSleep(duration) => OsAnswer::AsyncSleep((*duration).min(MAX_SLEEP)),
+        Os::Import(module) => OsAnswer::Refuse(module_not_found(module)),
+        Os::Getenv(_) | Os::GetEnviron => OsAnswer::Refuse(MontyException::new(
+            ExcType::PermissionError,
+            Some(format!("environment access is not available in Tether scripts: {EFFECTS_GO_THROUGH_TOOLS}")),
+        )),
+        // monty reads the clock and entropy itself under the default policy;
+        // these arrive only under a host policy this runtime does not set.
+        Os::DateToday | Os::DateTimeNow(_) | Os::Time(_) | Os::Urandom(_) | Os::ImportStubs(_) => {
+            OsAnswer::Refuse(MontyException::new(
+                ExcType::NotImplementedError,
+                Some(format!("{} is not available in Tether scripts", call.name())),
+            ))
+        }
+        // Everything else touches the file system.
+        _ => OsAnswer::Refuse(MontyException::new(
+            ExcType::PermissionError,
+            Some(format!(
+                "file access is not available in Tether scripts ({} refused): {EFFECTS_GO_THROUGH_TOOLS}",
+                call.name()
+            )),
+        )),
+    }
+}
+
+/// The `ModuleNotFoundError` for a module monty does not provide, listing
+/// the ones it does.
+fn module_not_found(module: &str) -> MontyException {
+    let mut available = monty::builtin_module_names();
+    available.sort_unstable();
+    MontyException::new(
+        ExcType::ModuleNotFoundError,
+        Some(format!(
+            "No module named '{module}': Tether scripts can import only {}; {EFFECTS_GO_THROUGH_TOOLS}",
+            available.join(", ")
+        )),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(call: OsFunctionCall) -> MontyException {
+        match answer(&call) {
+            OsAnswer::Refuse(exception) => exception,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn imports_list_the_available_modules() {
+        let exception = refusal(OsFunctionCall::Import("requests".into()));
+        assert_eq!(exception.exc_type(), ExcType::ModuleNotFoundError);
+        let message = exception.message().unwrap_or_default();
+        assert!(message.starts_with("No module named 'requests'"), "{message}");
+        assert!(message.contains("json"), "{message}");
+    }
+
+    #[test]
+    fn the_environment_is_closed() {
+        assert_eq!(refusal(OsFunctionCall::GetEnviron).exc_type(), ExcType::PermissionError);
+    }
+
+    #[test]
+    fn sleeps_are_capped() {
+        let answer = answer(&OsFunctionCall::SystemSleep(Duration::from_secs(3600)));
+        assert!(matches!(answer, OsAnswer::Sleep(duration) if duration == MAX_SLEEP));
+    }
+}

@@ -1,0 +1,85 @@
+//! The four `tether_v1` host imports, wrapped in safe functions.
+//!
+//! Every function here is single-threaded by construction (`wasm32-wasip1` has
+//! no threads), and every host fault (the run cancelled, the turn gone) ends the
+//! guest with a trap: a guest never sees a half-answered call.
+
+use crate::wire::{CallBatch, CallRequest, CallResult, CallResults, Outcome, StartDoc};
+use serde_json::Value;
+
+#[link(wasm_import_module = "tether_v1")]
+unsafe extern "C" {
+    /// Stages the start document; returns its length.
+    #[link_name = "start"]
+    fn tether_start() -> u32;
+    /// Sends a batch of calls (JSON at `ptr..ptr+len`); blocks until every call
+    /// is answered; stages the results and returns their length.
+    #[link_name = "call"]
+    fn tether_call(ptr: *const u8, len: u32) -> u32;
+    /// Copies the staged document to `ptr` (`len` must equal its length).
+    #[link_name = "take_response"]
+    fn tether_take_response(ptr: *mut u8, len: u32) -> u32;
+    /// Reports the script's outcome (JSON at `ptr..ptr+len`).
+    #[link_name = "finish"]
+    fn tether_finish(ptr: *const u8, len: u32);
+}
+
+fn take_response(len: u32) -> Vec<u8> {
+    let mut buffer = vec![0u8; len as usize];
+    // SAFETY: `buffer` is valid for `len` writes; the host writes at most `len` bytes.
+    let written = unsafe { tether_take_response(buffer.as_mut_ptr(), len) };
+    buffer.truncate(written as usize);
+    buffer
+}
+
+/// Reads the run's start document: source, input, tools.
+///
+/// # Panics
+/// If the host sends a document this crate cannot read, which means the host
+/// and guest disagree on the ABI: the guest cannot do anything useful then.
+pub fn start() -> StartDoc {
+    // SAFETY: no arguments; the host only stages a document.
+    let len = unsafe { tether_start() };
+    match serde_json::from_slice(&take_response(len)) {
+        Ok(doc) => doc,
+        Err(error) => panic!("the host sent a start document this guest cannot read: {error}"),
+    }
+}
+
+/// Calls one tool and waits for its result.
+pub fn call(name: &str, args: Value) -> CallResult {
+    let mut results = call_batch(vec![CallRequest { name: name.to_owned(), args }]);
+    results.pop().unwrap_or_else(|| CallResult::Err(missing_result()))
+}
+
+/// Calls several tools at once; the backend may run them concurrently.
+/// Returns one result per request, in order.
+pub fn call_batch(calls: Vec<CallRequest>) -> Vec<CallResult> {
+    let count = calls.len();
+    let request = match serde_json::to_vec(&CallBatch { calls }) {
+        Ok(bytes) => bytes,
+        Err(error) => panic!("a call batch always serializes: {error}"),
+    };
+    // SAFETY: `request` is valid for `len` reads for the duration of the call.
+    let len = unsafe { tether_call(request.as_ptr(), request.len() as u32) };
+    let mut results = match serde_json::from_slice::<CallResults>(&take_response(len)) {
+        Ok(results) => results.results,
+        Err(error) => panic!("the host sent call results this guest cannot read: {error}"),
+    };
+    results.resize_with(count, || CallResult::Err(missing_result()));
+    results
+}
+
+fn missing_result() -> crate::Failure {
+    crate::Failure { code: "internal".into(), message: "the host returned no result for this call".into() }
+}
+
+/// Reports how the script ended. Call it once, then return from `main`.
+pub fn finish(outcome: &Outcome) {
+    let bytes = match serde_json::to_vec(outcome) {
+        Ok(bytes) => bytes,
+        Err(error) => panic!("an outcome always serializes: {error}"),
+    };
+    // SAFETY: `bytes` is valid for `len` reads for the duration of the call.
+    unsafe { tether_finish(bytes.as_ptr(), bytes.len() as u32) }
+}

@@ -1,0 +1,23 @@
+//! The guest side of Tether: what a `wasm32-wasip1` guest uses to read its run,
+//! call the turn's tools and report its result.
+//!
+//! The wire format is the `tether_v1` ABI documented in `guest-sdk/README.md`:
+//! JSON documents passed through four host imports. [`wire`] holds the
+//! documents (usable on any target, so hosts and tests share them); the calls
+//! that need the host ([`start`], [`call`], [`call_batch`], [`finish`]) exist
+//! only on `wasm32`.
+
+pub mod wire;
+
+#[cfg(target_arch = "wasm32")]
+mod host;
+
+#[cfg(target_arch = "wasm32")]
+pub use host::{call, call_batch, finish, start};
+pub use wire::{CallBatch, CallRequest, CallResult, CallResults, Failure, Outcome, ScriptError, StartDoc, ToolSpec};
+
+/// The ABI version this crate speaks; also the suffix of the import module name.
+pub const ABI_VERSION: u32 = 1;
+
+/// The name of the host-import module.
+pub const IMPORT_MODULE: &str = "tether_v1";

@@ -1,0 +1,203 @@
+//! The JSON documents of the `tether_v1` ABI, shared by guests and the host.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What the host hands a guest at the start of a run (`tether_v1.start`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartDoc {
+    /// The ABI version the host speaks; a guest should refuse one it does not know.
+    pub abi: u32,
+    /// The runtime name the backend asked for, e.g. `"python"`.
+    pub language: String,
+    /// The script source.
+    pub source: String,
+    /// The run's input value (`null` when the backend gave none).
+    #[serde(default)]
+    pub input: Value,
+    /// The turn's tools, the same list the model sees.
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// The per-script call cap in force, so a guest can tell its author.
+    pub max_calls: u32,
+}
+
+/// One tool of the turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: String,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    #[serde(default)]
+    pub input_schema: Value,
+}
+
+/// One call inside a batch sent with `tether_v1.call`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRequest {
+    /// The tool to call.
+    pub name: String,
+    /// Its arguments, a JSON object.
+    #[serde(default = "empty_object")]
+    pub args: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// The request document of `tether_v1.call`: one or more calls made together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallBatch {
+    /// The calls, answered in the same order.
+    pub calls: Vec<CallRequest>,
+}
+
+/// The response document of `tether_v1.call`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallResults {
+    /// One result per call of the batch, in order.
+    pub results: Vec<CallResult>,
+}
+
+/// The result of one tool call: a value on success, a [`Failure`] otherwise.
+///
+/// Refusals, denied approvals, tool errors and cancellations all arrive as
+/// `Err`: a value the script branches on, never a trap. On the wire it is
+/// `{"ok": true, "value": …}` or `{"ok": false, "error": {"code": …, "message": …}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallResult {
+    /// The tool ran and returned this value.
+    Ok(Value),
+    /// The call produced no value, and why.
+    Err(Failure),
+}
+
+/// Why a call produced no value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// A stable machine code, e.g. `"tool_not_found"`, `"approval_denied"`.
+    pub code: String,
+    /// A human-readable reason.
+    pub message: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CallResultWire {
+    ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    value: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<Failure>,
+}
+
+impl Serialize for CallResult {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let wire = match self {
+            CallResult::Ok(value) => CallResultWire { ok: true, value: Some(value.clone()), error: None },
+            CallResult::Err(failure) => CallResultWire { ok: false, value: None, error: Some(failure.clone()) },
+        };
+        wire.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for CallResult {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = CallResultWire::deserialize(deserializer)?;
+        match (wire.ok, wire.error) {
+            (true, _) => Ok(CallResult::Ok(wire.value.unwrap_or(Value::Null))),
+            (false, Some(failure)) => Ok(CallResult::Err(failure)),
+            (false, None) => Err(serde::de::Error::custom("a failed call result needs `error`")),
+        }
+    }
+}
+
+/// How a script ended, reported once with `tether_v1.finish`.
+///
+/// On the wire `{"ok": true, "value": …}` or `{"ok": false, "error": {…}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The script completed with this result.
+    Ok(Value),
+    /// The script failed.
+    Err(ScriptError),
+}
+
+/// A script's failure, as a guest reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ScriptError {
+    /// `"syntax_error"`, `"runtime_error"`, or another kind the guest defines.
+    pub kind: String,
+    /// One line saying what went wrong.
+    pub message: String,
+    /// The language's exception type, e.g. `"ZeroDivisionError"`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub exception_type: String,
+    /// The traceback, if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub traceback: String,
+    /// The 1-based script line the error points at; 0 when unknown.
+    #[serde(default)]
+    pub line: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct OutcomeWire {
+    ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    value: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<ScriptError>,
+}
+
+impl Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let wire = match self {
+            Outcome::Ok(value) => OutcomeWire { ok: true, value: Some(value.clone()), error: None },
+            Outcome::Err(error) => OutcomeWire { ok: false, value: None, error: Some(error.clone()) },
+        };
+        wire.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = OutcomeWire::deserialize(deserializer)?;
+        match (wire.ok, wire.error) {
+            (true, _) => Ok(Outcome::Ok(wire.value.unwrap_or(Value::Null))),
+            (false, Some(error)) => Ok(Outcome::Err(error)),
+            (false, None) => Err(serde::de::Error::custom("a failed outcome needs `error`")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn call_result_wire_shape() {
+        let ok = CallResult::Ok(json!({"id": 7}));
+        assert_eq!(serde_json::to_value(&ok).unwrap(), json!({"ok": true, "value": {"id": 7}}));
+        let err = CallResult::Err(Failure { code: "policy_denied".into(), message: "no".into() });
+        let wire = serde_json::to_value(&err).unwrap();
+        assert_eq!(wire, json!({"ok": false, "error": {"code": "policy_denied", "message": "no"}}));
+        assert_eq!(serde_json::from_value::<CallResult>(wire).unwrap(), err);
+    }
+
+    #[test]
+    fn failed_result_without_error_is_rejected() {
+        assert!(serde_json::from_value::<CallResult>(json!({"ok": false})).is_err());
+        assert!(serde_json::from_value::<Outcome>(json!({"ok": false})).is_err());
+    }
+
+    #[test]
+    fn call_request_args_default_to_empty_object() {
+        let request: CallRequest = serde_json::from_value(json!({"name": "list"})).unwrap();
+        assert_eq!(request.args, json!({}));
+    }
+}

@@ -1,0 +1,144 @@
+//! Sidecar configuration, and the limits of one run.
+//!
+//! Every limit has one home: [`Limits`]. The sidecar's own values are the most
+//! a run may use; a run's `Start.limits` may only tighten them
+//! ([`Limits::tightened_by`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+use tether_proto::pb;
+
+/// The limits of one run. The defaults are the sidecar's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Tool calls one script may make, refused ones included. Default 50.
+    pub max_calls: u32,
+    /// CPU time of the script's own computation; waiting on tools does not
+    /// count. Default 10 s.
+    pub cpu_time: Duration,
+    /// Guest linear memory. Default 256 MiB.
+    pub memory_bytes: u64,
+    /// stdout + stderr kept; more is dropped and marked. Default 1 MiB.
+    pub output_bytes: u64,
+    /// Script source size. Default 256 KiB.
+    pub script_bytes: u64,
+    /// One call's arguments as JSON. Default 1 MiB.
+    pub args_bytes: u64,
+    /// One call's result as JSON. Default 4 MiB.
+    pub result_bytes: u64,
+    /// Wall time from `Start` until the run is stopped, waits included.
+    /// Default 15 minutes; a backend passes its turn's deadline.
+    pub deadline: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_calls: 50,
+            cpu_time: Duration::from_secs(10),
+            memory_bytes: 256 << 20,
+            output_bytes: 1 << 20,
+            script_bytes: 256 << 10,
+            args_bytes: 1 << 20,
+            result_bytes: 4 << 20,
+            deadline: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+impl Limits {
+    /// These limits, each lowered to the requested value where the request
+    /// sets one (non-zero) that is lower. A request can never raise a limit.
+    pub fn tightened_by(&self, requested: Option<&pb::Limits>) -> Limits {
+        let Some(req) = requested else { return *self };
+        fn min_u64(own: u64, requested: u64) -> u64 {
+            if requested == 0 { own } else { own.min(requested) }
+        }
+        fn min_ms(own: Duration, requested_ms: u64) -> Duration {
+            if requested_ms == 0 { own } else { own.min(Duration::from_millis(requested_ms)) }
+        }
+        Limits {
+            max_calls: if req.max_calls == 0 { self.max_calls } else { self.max_calls.min(req.max_calls) },
+            cpu_time: min_ms(self.cpu_time, req.cpu_time_ms),
+            memory_bytes: min_u64(self.memory_bytes, req.memory_bytes),
+            output_bytes: min_u64(self.output_bytes, req.output_bytes),
+            script_bytes: min_u64(self.script_bytes, req.max_script_bytes),
+            args_bytes: min_u64(self.args_bytes, req.max_args_bytes),
+            result_bytes: min_u64(self.result_bytes, req.max_result_bytes),
+            deadline: min_ms(self.deadline, req.deadline_ms),
+        }
+    }
+
+    /// These limits in their wire form, as `Describe` reports them.
+    pub fn to_proto(&self) -> pb::Limits {
+        pb::Limits {
+            max_calls: self.max_calls,
+            cpu_time_ms: self.cpu_time.as_millis() as u64,
+            memory_bytes: self.memory_bytes,
+            output_bytes: self.output_bytes,
+            max_args_bytes: self.args_bytes,
+            max_result_bytes: self.result_bytes,
+            deadline_ms: self.deadline.as_millis() as u64,
+            max_script_bytes: self.script_bytes,
+        }
+    }
+}
+
+/// How a sidecar is set up.
+#[derive(Debug, Clone)]
+pub struct SidecarConfig {
+    /// The most any run may use.
+    pub limits: Limits,
+    /// Runs that may execute guest code at once. Default: the number of cores.
+    pub slots: usize,
+    /// Runs that may wait on tool results at once; past it a new call is
+    /// refused with "call it directly in your next response". Default 256.
+    pub max_waiting_runs: usize,
+    /// Runs that may wait for an execution slot; past it a new run is refused
+    /// with RESOURCE_EXHAUSTED. Default 1,024.
+    pub max_queued_runs: usize,
+    /// Where compiled guests are cached across restarts. `None`: the user
+    /// cache directory (`$XDG_CACHE_HOME/tether`, else `~/.cache/tether`).
+    pub cache_dir: Option<PathBuf>,
+    /// Extra runtimes: a name for `Start.language` and a `wasm32-wasip1`
+    /// module built on the `tether_v1` ABI.
+    pub extra_runtimes: Vec<(String, Vec<u8>)>,
+}
+
+impl Default for SidecarConfig {
+    fn default() -> Self {
+        SidecarConfig {
+            limits: Limits::default(),
+            slots: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            max_waiting_runs: 256,
+            max_queued_runs: 1024,
+            cache_dir: None,
+            extra_runtimes: Vec::new(),
+        }
+    }
+}
+
+impl SidecarConfig {
+    /// The largest gRPC message the sidecar accepts: a `Start` with the
+    /// largest script and a generous tool list, or the largest tool result.
+    pub fn max_message_bytes(&self) -> usize {
+        let largest = self.limits.result_bytes.max(self.limits.script_bytes) as usize;
+        largest + (4 << 20)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_only_tightens() {
+        let own = Limits::default();
+        let requested = pb::Limits { max_calls: 500, cpu_time_ms: 1000, memory_bytes: 0, ..Default::default() };
+        let limits = own.tightened_by(Some(&requested));
+        assert_eq!(limits.max_calls, 50, "a request cannot raise the call cap");
+        assert_eq!(limits.cpu_time, Duration::from_secs(1));
+        assert_eq!(limits.memory_bytes, own.memory_bytes, "0 means unset");
+        assert_eq!(own.tightened_by(None), own);
+    }
+}

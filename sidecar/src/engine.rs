@@ -1,0 +1,133 @@
+//! The sandbox engine: wasmtime set up once per process, and the runtimes
+//! (compiled guests) a run can name.
+//!
+//! Built once and shared: the `Engine`, its pooling allocator, the `Linker`
+//! with WASI and the `tether_v1` imports, and one `InstancePre` per runtime.
+//! Every run gets a fresh `Store` and instance from these (see `run.rs`).
+
+use crate::abi;
+use crate::config::SidecarConfig;
+use crate::module_cache;
+use crate::state::RunState;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, PoolingAllocationConfig};
+
+/// How often the epoch advances. A running guest checks its CPU budget and
+/// yields to other tasks at every tick, so this bounds both how late a CPU
+/// limit or a cancellation lands and how long one guest holds a thread.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The most wasm stack a guest may use; deeper recursion ends the run with a
+/// stack-limit error.
+const MAX_WASM_STACK: usize = 4 << 20;
+
+/// Errors building the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// wasmtime rejected the configuration (e.g. the pooling allocator could
+    /// not reserve its memory).
+    #[error("failed to set up wasmtime: {0:#}")]
+    Setup(wasmtime::Error),
+    /// The thread that drives CPU limits and yields could not start.
+    #[error("failed to start the epoch ticker thread: {0}")]
+    Ticker(std::io::Error),
+    /// A guest module did not compile or does not fit the `tether_v1` ABI.
+    #[error("the `{runtime}` guest cannot be loaded: {source:#}")]
+    Guest {
+        /// The runtime's name.
+        runtime: String,
+        /// Why.
+        source: wasmtime::Error,
+    },
+}
+
+/// wasmtime, configured once, with every runtime compiled and linked.
+pub struct SandboxEngine {
+    engine: Engine,
+    runtimes: BTreeMap<String, InstancePre<RunState>>,
+}
+
+impl std::fmt::Debug for SandboxEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SandboxEngine").field("runtimes", &self.runtimes.keys()).finish_non_exhaustive()
+    }
+}
+
+impl SandboxEngine {
+    /// Sets up wasmtime for `config` and loads the built-in Python runtime
+    /// plus `config.extra_runtimes`, from the compile cache where possible.
+    ///
+    /// # Errors
+    /// If wasmtime cannot be set up or a guest does not load.
+    pub fn new(config: &SidecarConfig) -> Result<Self, EngineError> {
+        let engine = Engine::new(&wasmtime_config(config)).map_err(EngineError::Setup)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state: &mut RunState| &mut state.wasi)
+            .map_err(EngineError::Setup)?;
+        abi::add_to_linker(&mut linker).map_err(EngineError::Setup)?;
+
+        let cache_dir = config.cache_dir.clone().unwrap_or_else(module_cache::default_cache_dir);
+        let guests = std::iter::once(("python".to_owned(), tether_guests::PYTHON))
+            .chain(config.extra_runtimes.iter().map(|(name, wasm)| (name.clone(), wasm.as_slice())));
+        let mut runtimes = BTreeMap::new();
+        for (name, wasm) in guests {
+            let guest_error = |source| EngineError::Guest { runtime: name.clone(), source };
+            let module = module_cache::load_or_compile(&engine, &cache_dir, &name, wasm).map_err(guest_error)?;
+            let pre = linker.instantiate_pre(&module).map_err(guest_error)?;
+            runtimes.insert(name, pre);
+        }
+        spawn_epoch_ticker(&engine).map_err(EngineError::Ticker)?;
+        Ok(SandboxEngine { engine, runtimes })
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The linked runtime for a `Start.language`, if the sidecar has it.
+    pub fn runtime(&self, language: &str) -> Option<&InstancePre<RunState>> {
+        self.runtimes.get(language)
+    }
+
+    /// The names `Start.language` may take.
+    pub fn runtime_names(&self) -> Vec<String> {
+        self.runtimes.keys().cloned().collect()
+    }
+}
+
+fn wasmtime_config(config: &SidecarConfig) -> Config {
+    // Instances alive at once: one per executing run plus one per run waiting
+    // on tool results (a run keeps its waiting place until it has a slot again).
+    let instances = (config.slots + config.max_waiting_runs) as u32;
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_core_instances(instances)
+        .total_memories(instances)
+        .total_tables(instances)
+        .total_stacks(instances)
+        .max_memory_size(config.limits.memory_bytes as usize);
+
+    let mut wasm = Config::new();
+    wasm.epoch_interruption(true)
+        .max_wasm_stack(MAX_WASM_STACK)
+        .async_stack_size(MAX_WASM_STACK + (1 << 20))
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    wasm
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] on a thread that holds
+/// only a weak reference, so it ends when the engine is dropped.
+fn spawn_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
+    let weak = engine.weak();
+    std::thread::Builder::new().name("tether-epoch".into()).spawn(move || {
+        loop {
+            std::thread::sleep(EPOCH_TICK);
+            match weak.upgrade() {
+                Some(engine) => engine.increment_epoch(),
+                None => return,
+            }
+        }
+    })?;
+    Ok(())
+}

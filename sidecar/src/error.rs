@@ -1,0 +1,160 @@
+//! How runs fail, who is to blame, and what the backend is told.
+//!
+//! [`RunEnd`] is every way a run can end. [`RunEnd::into_finished`] turns it
+//! into the `Finished` message; [`RunEnd::status`] into a gRPC status where the
+//! stream itself must fail. Those two functions are the only places that
+//! decide what a backend sees.
+
+use std::time::Duration;
+use tether_guest::ScriptError;
+use tether_proto::pb;
+use tonic::Status;
+
+/// A limit a guest passed. Carried as the error inside a wasmtime trap so the
+/// run can tell it from a guest fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitExceeded {
+    /// The script computed for longer than its CPU budget.
+    #[error("the script used more than its `{}` ms of CPU time; make it do less work, or split it", limit.as_millis())]
+    CpuTime {
+        /// The budget.
+        limit: Duration,
+    },
+    /// The guest tried to grow its memory past the cap.
+    #[error("the script needed more than its `{limit_bytes}` bytes of memory; process data in smaller pieces")]
+    Memory {
+        /// The cap.
+        limit_bytes: u64,
+    },
+    /// The run's wall deadline passed (the turn's deadline).
+    #[error("the run passed its deadline of `{}` ms (the turn's deadline)", limit.as_millis())]
+    Deadline {
+        /// The deadline, measured from `Start`.
+        limit: Duration,
+    },
+    /// The script source is too large.
+    #[error("the script is `{size}` bytes, over the `{limit}`-byte limit")]
+    ScriptSize {
+        /// The source's size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The guest's wasm call stack overflowed (usually runaway recursion).
+    #[error("the script's call stack overflowed; is there runaway recursion?")]
+    Stack,
+}
+
+impl LimitExceeded {
+    /// The `RunError.kind` / `RunError.limit` names of this limit.
+    fn names(&self) -> (&'static str, &'static str) {
+        match self {
+            LimitExceeded::CpuTime { .. } => ("cpu_time_limit", "cpu_time_ms"),
+            LimitExceeded::Memory { .. } => ("memory_limit", "memory_bytes"),
+            LimitExceeded::Deadline { .. } => ("deadline", "deadline_ms"),
+            LimitExceeded::ScriptSize { .. } => ("size_limit", "max_script_bytes"),
+            LimitExceeded::Stack => ("stack_limit", "stack"),
+        }
+    }
+}
+
+/// Every way a run ends.
+#[derive(Debug)]
+pub enum RunEnd {
+    /// The script completed with this JSON result.
+    Completed(serde_json::Value),
+    /// The script raised or did not compile.
+    ScriptFailed(ScriptError),
+    /// The script passed a limit.
+    Limit(LimitExceeded),
+    /// The backend sent `Cancel`.
+    Cancelled(String),
+    /// The guest broke the ABI or trapped on its own (an out-of-bounds access,
+    /// `unreachable`, an abort). The guest is untrusted code, so this is its
+    /// fault, reported to the backend as a script error with the trap.
+    GuestFault(String),
+    /// The sidecar failed.
+    Internal(String),
+}
+
+impl RunEnd {
+    /// The `Finished` message for this end, with output and stats attached.
+    pub fn into_finished(self, output: (String, String, bool), stats: pb::RunStats) -> pb::Finished {
+        let (stdout, stderr, output_truncated) = output;
+        let (status, result_json, error) = match self {
+            RunEnd::Completed(value) => (pb::RunStatus::Ok, value.to_string(), None),
+            RunEnd::ScriptFailed(e) => (
+                pb::RunStatus::ScriptError,
+                String::new(),
+                Some(pb::RunError {
+                    kind: e.kind,
+                    message: e.message,
+                    exception_type: e.exception_type,
+                    traceback: e.traceback,
+                    line: e.line,
+                    limit: String::new(),
+                }),
+            ),
+            RunEnd::Limit(limit) => {
+                let (kind, name) = limit.names();
+                (pb::RunStatus::LimitExceeded, String::new(), Some(plain_error(kind, limit.to_string(), name)))
+            }
+            RunEnd::Cancelled(reason) => {
+                let message = if reason.is_empty() { "the backend cancelled the run".to_owned() } else { format!("the backend cancelled the run: {reason}") };
+                (pb::RunStatus::Cancelled, String::new(), Some(plain_error("cancelled", message, "")))
+            }
+            RunEnd::GuestFault(cause) => (
+                pb::RunStatus::ScriptError,
+                String::new(),
+                Some(plain_error("guest_fault", format!("the guest crashed: {}", cut(&cause, 1024)), "")),
+            ),
+            RunEnd::Internal(_) => (
+                pb::RunStatus::Internal,
+                String::new(),
+                Some(plain_error("internal", "the sidecar failed to run the script; its logs have the cause".to_owned(), "")),
+            ),
+        };
+        pb::Finished { status: status as i32, result_json, stdout, stderr, output_truncated, error, stats: Some(stats) }
+    }
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+fn plain_error(kind: &str, message: String, limit: &str) -> pb::RunError {
+    pb::RunError { kind: kind.to_owned(), message, limit: limit.to_owned(), ..Default::default() }
+}
+
+/// Why a run could not be admitted, or why its stream failed: the caller broke
+/// the protocol or the sidecar is full.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RejectRun {
+    /// A malformed or out-of-order message.
+    #[error("{0}")]
+    Protocol(String),
+    /// `Start` names a runtime the sidecar does not have.
+    #[error("unknown language `{0}`; `Describe` lists the runtimes this sidecar has")]
+    UnknownLanguage(String),
+    /// The admission queue is full.
+    #[error("the sidecar is at capacity: `{0}` runs are already queued for an execution slot; retry later")]
+    QueueFull(usize),
+    /// A size limit on the request.
+    #[error("{0}")]
+    TooLarge(String),
+}
+
+impl From<RejectRun> for Status {
+    fn from(reject: RejectRun) -> Status {
+        match reject {
+            RejectRun::Protocol(_) | RejectRun::UnknownLanguage(_) => Status::invalid_argument(reject.to_string()),
+            RejectRun::QueueFull(_) => Status::resource_exhausted(reject.to_string()),
+            RejectRun::TooLarge(_) => Status::invalid_argument(reject.to_string()),
+        }
+    }
+}

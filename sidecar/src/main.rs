@@ -1,0 +1,87 @@
+//! `tether-sidecar`: serves the sidecar on TCP and/or a Unix socket.
+
+use anyhow::Context;
+use clap::Parser;
+use std::path::PathBuf;
+use std::time::Duration;
+use tether_sidecar::{Limits, Sidecar, SidecarConfig};
+
+/// Runs the Tether sidecar.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// TCP address to listen on.
+    #[arg(long, env = "TETHER_LISTEN", default_value = "127.0.0.1:50051")]
+    listen: String,
+    /// Also (or instead, with --no-tcp) listen on this Unix socket.
+    #[arg(long, env = "TETHER_SOCKET")]
+    socket: Option<PathBuf>,
+    /// Do not listen on TCP.
+    #[arg(long)]
+    no_tcp: bool,
+    /// Execution slots (default: number of cores).
+    #[arg(long)]
+    slots: Option<usize>,
+    /// Runs that may wait on tool results at once.
+    #[arg(long, default_value_t = 256)]
+    max_waiting_runs: usize,
+    /// Tool calls per script.
+    #[arg(long, default_value_t = 50)]
+    max_calls: u32,
+    /// CPU seconds of a script's own computation.
+    #[arg(long, default_value_t = 10.0)]
+    cpu_seconds: f64,
+    /// Guest memory in MiB.
+    #[arg(long, default_value_t = 256)]
+    memory_mib: u64,
+    /// Where compiled guests are cached.
+    #[arg(long, env = "TETHER_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    let args = Args::parse();
+    let mut config = SidecarConfig {
+        limits: Limits {
+            max_calls: args.max_calls,
+            cpu_time: Duration::from_secs_f64(args.cpu_seconds),
+            memory_bytes: args.memory_mib << 20,
+            ..Limits::default()
+        },
+        max_waiting_runs: args.max_waiting_runs,
+        cache_dir: args.cache_dir,
+        ..SidecarConfig::default()
+    };
+    if let Some(slots) = args.slots {
+        config.slots = slots;
+    }
+    let sidecar = Sidecar::new(config).context("failed to start the sidecar")?;
+    let signal = async {
+        // If the signal handler cannot be installed, serve until killed.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let signal = futures::future::FutureExt::shared(Box::pin(signal));
+    let mut servers = tokio::task::JoinSet::new();
+    if !args.no_tcp {
+        let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("cannot listen on `{}`", args.listen))?;
+        tracing::info!(address = %args.listen, "serving on TCP");
+        let (sidecar, signal) = (sidecar.clone(), signal.clone());
+        servers.spawn(async move { sidecar.serve_tcp(listener, signal).await });
+    }
+    if let Some(path) = args.socket {
+        let _ = std::fs::remove_file(&path);
+        let listener = tokio::net::UnixListener::bind(&path).with_context(|| format!("cannot listen on `{}`", path.display()))?;
+        tracing::info!(socket = %path.display(), "serving on a Unix socket");
+        let (sidecar, signal) = (sidecar.clone(), signal.clone());
+        servers.spawn(async move { sidecar.serve_unix(listener, signal).await });
+    }
+    anyhow::ensure!(!servers.is_empty(), "nothing to serve on: give --socket or drop --no-tcp");
+    while let Some(result) = servers.join_next().await {
+        result.context("a server task failed")??;
+    }
+    Ok(())
+}

@@ -1,0 +1,167 @@
+//! One run: a fresh store and instance, the guest's `_start`, and how it ended.
+
+use crate::abi::HostLink;
+use crate::config::Limits;
+use crate::cpu::CpuMeter;
+use crate::error::{LimitExceeded, RejectRun, RunEnd};
+use crate::memory::MemoryLimiter;
+use crate::output::{CapturedOutput, Stream};
+use crate::state::RunState;
+use crate::calls::CallPort;
+use std::sync::Arc;
+use tether_guest::{Outcome, StartDoc, ToolSpec};
+use tether_proto::pb;
+use wasmtime::{InstancePre, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
+
+/// A `Start` message, checked, with the limits that apply to it.
+#[derive(Debug)]
+pub struct RunPlan {
+    /// The backend's run id.
+    pub run_id: String,
+    /// The turn that owns the run.
+    pub turn_id: String,
+    /// The call that started the script; nested ids hang below it.
+    pub parent_call_id: String,
+    /// The runtime name.
+    pub language: String,
+    /// The limits in force: the sidecar's, tightened by the request.
+    pub limits: Limits,
+    /// The serialized start document for the guest.
+    pub start_doc: Vec<u8>,
+    /// The script's size, checked against `limits.script_bytes` when the run starts.
+    pub source_bytes: u64,
+}
+
+impl RunPlan {
+    /// Checks `start` against the sidecar's `limits`.
+    ///
+    /// # Errors
+    /// [`RejectRun::Protocol`] for a malformed `Start` (missing run id,
+    /// unreadable input or tool schema).
+    pub fn new(start: pb::Start, sidecar_limits: &Limits) -> Result<RunPlan, RejectRun> {
+        if start.run_id.is_empty() {
+            return Err(RejectRun::Protocol("`Start.run_id` is required".into()));
+        }
+        let limits = sidecar_limits.tightened_by(start.limits.as_ref());
+        let input = if start.input_json.trim().is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_str(&start.input_json)
+                .map_err(|e| RejectRun::Protocol(format!("`Start.input_json` is not valid JSON: {e}")))?
+        };
+        let mut tools = Vec::with_capacity(start.tools.len());
+        for tool in start.tools {
+            let input_schema = if tool.input_schema_json.trim().is_empty() {
+                serde_json::json!({"type": "object"})
+            } else {
+                serde_json::from_str(&tool.input_schema_json).map_err(|e| {
+                    RejectRun::Protocol(format!("the input schema of tool `{}` is not valid JSON: {e}", tool.name))
+                })?
+            };
+            tools.push(ToolSpec { name: tool.name, description: tool.description, input_schema });
+        }
+        let parent_call_id = if start.parent_call_id.is_empty() { start.run_id.clone() } else { start.parent_call_id };
+        let source_bytes = start.source.len() as u64;
+        let doc = StartDoc {
+            abi: tether_guest::ABI_VERSION,
+            language: start.language.clone(),
+            source: start.source,
+            input,
+            tools,
+            max_calls: limits.max_calls,
+        };
+        let start_doc = serde_json::to_vec(&doc).map_err(|e| RejectRun::Protocol(format!("unusable `Start`: {e}")))?;
+        Ok(RunPlan {
+            run_id: start.run_id,
+            turn_id: start.turn_id,
+            parent_call_id,
+            language: start.language,
+            limits,
+            start_doc,
+            source_bytes,
+        })
+    }
+}
+
+/// Runs the guest to its end. The caller bounds it by the deadline and drops
+/// it on cancellation; dropping it frees the instance at once.
+pub async fn execute(
+    pre: &InstancePre<RunState>,
+    plan: &RunPlan,
+    calls: CallPort,
+    output: &CapturedOutput,
+    cpu: Arc<CpuMeter>,
+    peak_memory: &std::sync::atomic::AtomicU64,
+) -> RunEnd {
+    if plan.source_bytes > plan.limits.script_bytes {
+        return RunEnd::Limit(LimitExceeded::ScriptSize { size: plan.source_bytes, limit: plan.limits.script_bytes });
+    }
+    let wasi = WasiCtxBuilder::new()
+        .stdout(output.pipe(Stream::Stdout))
+        .stderr(output.pipe(Stream::Stderr))
+        .build_p1();
+    let state = RunState {
+        wasi,
+        limiter: MemoryLimiter::new(plan.limits.memory_bytes),
+        host: HostLink::new(plan.start_doc.clone(), calls),
+    };
+    let mut store = Store::new(pre.module().engine(), state);
+    store.limiter(|state| &mut state.limiter);
+    let cpu_limit = plan.limits.cpu_time;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if cpu.used() > cpu_limit {
+            return Err(LimitExceeded::CpuTime { limit: cpu_limit }.into());
+        }
+        // Yield at every tick so other runs and the gRPC server get the thread.
+        Ok(UpdateDeadline::Yield(1))
+    });
+
+    let end = run_guest(pre, &mut store).await;
+    peak_memory.store(store.data().limiter.peak_bytes() as u64, std::sync::atomic::Ordering::Relaxed);
+    end
+}
+
+async fn run_guest(pre: &InstancePre<RunState>, store: &mut Store<RunState>) -> RunEnd {
+    let instance = match pre.instantiate_async(&mut *store).await {
+        Ok(instance) => instance,
+        Err(error) => {
+            return match error.downcast_ref::<LimitExceeded>() {
+                Some(limit) => RunEnd::Limit(limit.clone()),
+                None => RunEnd::Internal(format!("instantiating the guest failed: {error:#}")),
+            };
+        }
+    };
+    let entry = match instance.get_typed_func::<(), ()>(&mut *store, "_start") {
+        Ok(entry) => entry,
+        Err(error) => return RunEnd::GuestFault(format!("the guest has no `_start`: {error:#}")),
+    };
+    let result = entry.call_async(&mut *store, ()).await;
+    let outcome = store.data_mut().host.take_outcome();
+    match result {
+        Ok(()) => from_outcome(outcome),
+        Err(error) => match error.downcast_ref::<I32Exit>() {
+            Some(I32Exit(0)) => from_outcome(outcome),
+            _ => classify_trap(error),
+        },
+    }
+}
+
+fn from_outcome(outcome: Option<Outcome>) -> RunEnd {
+    match outcome {
+        Some(Outcome::Ok(value)) => RunEnd::Completed(value),
+        Some(Outcome::Err(error)) => RunEnd::ScriptFailed(error),
+        None => RunEnd::GuestFault("the guest exited without reporting an outcome (`tether_v1.finish`)".into()),
+    }
+}
+
+fn classify_trap(error: wasmtime::Error) -> RunEnd {
+    if let Some(limit) = error.downcast_ref::<LimitExceeded>() {
+        return RunEnd::Limit(limit.clone());
+    }
+    if let Some(Trap::StackOverflow) = error.downcast_ref::<Trap>() {
+        return RunEnd::Limit(LimitExceeded::Stack);
+    }
+    RunEnd::GuestFault(format!("{error:#}"))
+}

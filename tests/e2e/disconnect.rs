@@ -1,0 +1,35 @@
+//! When the backend's stream goes away the script ends at once and the
+//! sidecar lets go of everything the run held.
+
+use crate::support::*;
+use std::time::Duration;
+
+/// Starts `source`, waits until it has called `ping` or `hold`, then drops
+/// the client's run future (and with it the stream).
+async fn drop_stream_after_first_call(source: &str) {
+    let (sidecar, client) = sidecar().await;
+    let recorder = Recorder::new();
+    let run = {
+        let (client, recorder, request) = (client.clone(), recorder.clone(), demo_request(source));
+        tokio::spawn(async move { client.run(request, recorder.as_ref()).await })
+    };
+    tokio::time::timeout(Duration::from_secs(60), recorder.entered.notified()).await.expect("the script made its call");
+    assert_eq!(sidecar.sidecar.live_runs(), 1);
+    run.abort();
+    let _ = run.await;
+    let counters = &sidecar.sidecar;
+    eventually(Duration::from_secs(5), "the run is gone", || counters.live_runs() == 0).await;
+    assert_eq!(counters.waiting_runs(), 0);
+    assert_eq!(counters.free_slots(), counters.config().slots);
+    assert_still_works(&client).await;
+}
+
+#[tokio::test]
+async fn dropping_the_stream_ends_a_computing_script() {
+    drop_stream_after_first_call("ping()\nwhile True:\n    pass\n").await;
+}
+
+#[tokio::test]
+async fn dropping_the_stream_ends_a_script_waiting_on_a_call() {
+    drop_stream_after_first_call("hold()\n'never reached'\n").await;
+}

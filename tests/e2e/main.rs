@@ -1,0 +1,14 @@
+//! End-to-end tests: a real sidecar served on loopback, a real backend client,
+//! real gRPC, the real Python guest. One binary, so the guest is compiled (or
+//! loaded from the cache) once per process.
+
+#![allow(unreachable_pub, missing_docs, clippy::unwrap_used, clippy::expect_used)]
+mod support;
+
+mod cancel_storm;
+mod disconnect;
+mod limits;
+mod protocol;
+mod rust_guest;
+mod scenario;
+mod script_errors;

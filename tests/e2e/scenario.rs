@@ -1,0 +1,64 @@
+//! The seed scenario, end to end: the demo scripts over real gRPC.
+
+use crate::support::*;
+use serde_json::json;
+use std::collections::BTreeSet;
+use tether_backend::pb;
+use tether_cli::demo::{self, DemoWorld};
+
+#[tokio::test]
+async fn the_contracts_script_emails_exactly_the_owners_of_ended_contracts() {
+    let (_sidecar, client) = sidecar().await;
+    let (outcome, recorder) = run_demo(&client, demo::SCRIPT).await;
+    assert_eq!(outcome.status, pb::RunStatus::Ok, "{outcome:?}");
+
+    let (checked, emailed, no_contract) = DemoWorld::default().expected_summary();
+    assert_eq!(outcome.result, Some(json!({"checked": checked, "emailed": emailed, "no_contract": no_contract})));
+
+    // One list, one look-up per issue, one email per ended contract — in that order.
+    let names = recorder.names();
+    assert_eq!(names[0], "list_issues");
+    assert_eq!(names.iter().filter(|n| *n == "get_contract").count(), checked);
+    assert_eq!(names.iter().filter(|n| *n == "send_email").count(), emailed.len());
+    assert_eq!(recorder.world.outbox().len(), emailed.len());
+    assert_eq!(outcome.stats.calls as usize, names.len());
+
+    // Nested ids hang below the parent call, numbered in call order.
+    let ids: Vec<String> = recorder.calls.lock().unwrap().iter().map(|c| c.id.clone()).collect();
+    let expected: Vec<String> = (1..=names.len()).map(|n| format!("call_1/{n}")).collect();
+    assert_eq!(ids, expected);
+
+    // The script's prints reached the backend as output.
+    assert!(outcome.stdout.contains("no contract (not_found)"), "stdout: {}", outcome.stdout);
+}
+
+#[tokio::test]
+async fn the_gather_script_sends_its_lookups_as_one_batch() {
+    let (_sidecar, client) = sidecar().await;
+    let (outcome, recorder) = run_demo(&client, demo::SCRIPT_GATHER).await;
+    assert_eq!(outcome.status, pb::RunStatus::Ok, "{outcome:?}");
+
+    let (checked, emailed, no_contract) = DemoWorld::default().expected_summary();
+    assert_eq!(outcome.result, Some(json!({"checked": checked, "emailed": emailed, "no_contract": no_contract})));
+
+    let calls = recorder.calls.lock().unwrap().clone();
+    let lookups: Vec<_> = calls.iter().filter(|c| c.name == "get_contract").collect();
+    let customers = DemoWorld::default().customers_last_week();
+    assert_eq!(lookups.len(), customers.len(), "one look-up per distinct customer");
+    let batches: BTreeSet<u32> = lookups.iter().map(|c| c.batch).collect();
+    assert_eq!(batches.len(), 1, "all look-ups share one batch: {lookups:?}");
+    assert!(lookups.iter().all(|c| c.batch_size as usize == customers.len()));
+    let looked_up: BTreeSet<String> =
+        lookups.iter().map(|c| c.args["customer_id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(looked_up, customers.into_iter().collect());
+}
+
+#[tokio::test]
+async fn describe_reports_runtimes_and_limits() {
+    let (sidecar, client) = sidecar().await;
+    let description = client.describe().await.unwrap();
+    assert_eq!(description.protocol, "tether.v1");
+    assert!(description.runtimes.contains(&"python".to_owned()));
+    assert!(description.runtimes.contains(&RUST_GUEST.to_owned()));
+    assert_eq!(description.limits.unwrap().max_calls, sidecar.sidecar.config().limits.max_calls);
+}

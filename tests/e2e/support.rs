@@ -1,0 +1,147 @@
+//! Shared helpers: sidecars, clients, and a call handler that records calls.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tether_backend::{CallHandler, RunOutcome, RunRequest, ScriptCall, SidecarClient, ToolDef, ToolOutcome, pb};
+use tether_cli::demo::DemoWorld;
+use tether_cli::embedded::EmbeddedSidecar;
+use tether_sidecar::SidecarConfig;
+use tokio::sync::Notify;
+
+/// The runtime name the example Rust guest is registered under.
+pub const RUST_GUEST: &str = "rust-example";
+
+/// A config for tests: compiled guests cached under the target dir, a small
+/// instance pool, and the example Rust guest registered.
+pub fn test_config() -> SidecarConfig {
+    SidecarConfig {
+        cache_dir: Some(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tether-cache")),
+        max_waiting_runs: 16,
+        extra_runtimes: vec![(RUST_GUEST.to_owned(), tether_guests::EXAMPLE_RUST.to_vec())],
+        ..SidecarConfig::default()
+    }
+}
+
+/// A sidecar on loopback with [`test_config`] and a client connected to it.
+pub async fn sidecar() -> (EmbeddedSidecar, SidecarClient) {
+    sidecar_with(test_config()).await
+}
+
+/// A sidecar on loopback with `config` and a client connected to it.
+pub async fn sidecar_with(config: SidecarConfig) -> (EmbeddedSidecar, SidecarClient) {
+    init_tracing();
+    let sidecar = EmbeddedSidecar::start(config).await.expect("the sidecar starts");
+    let client = SidecarClient::connect(&sidecar.url()).await.expect("the client connects");
+    (sidecar, client)
+}
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+    ).try_init();
+}
+
+/// The demo tools plus the test tools [`Recorder`] answers: `hold` (waits
+/// for [`Recorder::release`]), `ping` and `echo` (returns its arguments).
+pub fn test_tools() -> Vec<ToolDef> {
+    let test_tool = |name: &str, description: &str| ToolDef {
+        name: name.into(),
+        description: description.into(),
+        input_schema: serde_json::json!({"type": "object"}),
+    };
+    let mut tools = DemoWorld::tools();
+    tools.push(test_tool("hold", "Waits until the test releases it."));
+    tools.push(test_tool("ping", "Answers at once."));
+    tools.push(test_tool("echo", "Returns its arguments."));
+    tools
+}
+
+/// A Python run of `source` over the demo and test tools and the demo input.
+pub fn demo_request(source: &str) -> RunRequest {
+    RunRequest {
+        turn_id: "turn-1".into(),
+        parent_call_id: "call_1".into(),
+        input: DemoWorld::input(),
+        tools: test_tools(),
+        ..RunRequest::python("run-1", source)
+    }
+}
+
+/// Runs calls against a [`DemoWorld`] and records them. Calls to `hold` wait
+/// until [`Recorder::release`]; `Recorder::entered` fires when one arrives.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    pub world: DemoWorld,
+    pub calls: Mutex<Vec<ScriptCall>>,
+    pub entered: Notify,
+    released: Notify,
+    pub breaches: Mutex<Vec<pb::CallCapExceeded>>,
+    pub outputs: Mutex<Vec<String>>,
+}
+
+impl Recorder {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Recorder::default())
+    }
+
+    /// The names of the calls received, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.calls.lock().unwrap().iter().map(|c| c.name.clone()).collect()
+    }
+
+    /// Lets every held call (now and later) answer.
+    pub fn release(&self) {
+        self.released.notify_waiters();
+        self.released.notify_one();
+    }
+}
+
+#[async_trait::async_trait]
+impl CallHandler for Recorder {
+    async fn call(&self, call: ScriptCall) -> ToolOutcome {
+        self.calls.lock().unwrap().push(call.clone());
+        match call.name.as_str() {
+            "hold" => {
+                self.entered.notify_one();
+                self.released.notified().await;
+                ToolOutcome::Ok(serde_json::json!("released"))
+            }
+            "ping" => {
+                self.entered.notify_one();
+                ToolOutcome::Ok(serde_json::json!("pong"))
+            }
+            "echo" => ToolOutcome::Ok(call.args),
+            name => self.world.execute(name, &call.args),
+        }
+    }
+
+    fn output(&self, _stream: pb::OutputStream, data: &[u8]) {
+        self.outputs.lock().unwrap().push(String::from_utf8_lossy(data).into_owned());
+    }
+
+    fn call_cap_exceeded(&self, breach: &pb::CallCapExceeded) {
+        self.breaches.lock().unwrap().push(breach.clone());
+    }
+}
+
+/// Runs `source` over the demo tools with a fresh [`Recorder`].
+pub async fn run_demo(client: &SidecarClient, source: &str) -> (RunOutcome, Arc<Recorder>) {
+    let recorder = Recorder::new();
+    let outcome = client.run(demo_request(source), recorder.as_ref()).await.expect("the run completes");
+    (outcome, recorder)
+}
+
+/// Waits until `condition` holds, polling; panics after `limit`.
+pub async fn eventually(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !condition() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Asserts a healthy sidecar: a trivial script runs to completion.
+pub async fn assert_still_works(client: &SidecarClient) {
+    let (outcome, _) = run_demo(client, "1 + 1").await;
+    assert_eq!(outcome.result, Some(serde_json::json!(2)), "a trivial run after the failure: {outcome:?}");
+}
