@@ -62,3 +62,32 @@ async fn describe_reports_runtimes_and_limits() {
     assert!(description.runtimes.contains(&RUST_GUEST.to_owned()));
     assert_eq!(description.limits.unwrap().max_calls, sidecar.sidecar.config().limits.max_calls);
 }
+
+#[tokio::test]
+async fn a_backend_can_reach_the_sidecar_over_a_unix_socket() {
+    let sidecar = tether_sidecar::Sidecar::new(test_config()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tether.sock");
+    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = {
+        let (sidecar, stop) = (sidecar.clone(), stop.clone());
+        tokio::spawn(async move { sidecar.serve_unix(listener, stop.cancelled_owned()).await })
+    };
+    let client = tether_backend::SidecarClient::connect(&format!("unix:{}", path.display())).await.unwrap();
+    let (outcome, recorder) = run_demo(&client, "get_contract(customer_id='c2')['value']['customer']").await;
+    assert_eq!(outcome.result, Some(json!("Globex")), "{outcome:?}");
+    assert_eq!(recorder.names(), ["get_contract"]);
+    stop.cancel();
+    server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn the_standard_health_service_reports_serving() {
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
+    let (sidecar, _client) = sidecar().await;
+    let mut health = HealthClient::connect(sidecar.url()).await.unwrap();
+    let request = HealthCheckRequest { service: "tether.v1.Sidecar".into() };
+    let status = health.check(request).await.unwrap().into_inner().status;
+    assert_eq!(status, ServingStatus::Serving as i32);
+}

@@ -80,8 +80,8 @@ impl Default for DemoWorld {
             .map(|n| Issue {
                 id: format!("ISS-{}", 100 + n),
                 title: TITLES[n % TITLES.len()].to_owned(),
-                customer_id: CUSTOMERS[(n * 5) % CUSTOMERS.len()].0.to_owned(),
-                opened: format!("2026-11-{:02}", 16 + (n * 7) % 14),
+                customer_id: CUSTOMERS[(n * 3) % CUSTOMERS.len()].0.to_owned(),
+                opened: format!("2026-11-{:02}", 16 + (n * 3) % 14),
             })
             .collect();
         let contracts = CUSTOMERS
