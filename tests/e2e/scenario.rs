@@ -86,7 +86,8 @@ async fn a_backend_can_reach_the_sidecar_over_a_unix_socket() {
 async fn the_standard_health_service_reports_serving() {
     use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
     let (sidecar, _client) = sidecar().await;
-    let mut health = HealthClient::connect(sidecar.url()).await.unwrap();
+    let channel = tonic::transport::Channel::from_shared(sidecar.url()).unwrap().connect().await.unwrap();
+    let mut health = HealthClient::new(channel);
     let request = HealthCheckRequest { service: "tether.v1.Sidecar".into() };
     let status = health.check(request).await.unwrap().into_inner().status;
     assert_eq!(status, ServingStatus::Serving as i32);
