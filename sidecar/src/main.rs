@@ -34,6 +34,21 @@ struct Args {
     /// Guest memory in MiB.
     #[arg(long, default_value_t = 256)]
     memory_mib: u64,
+    /// stdout + stderr bytes kept per run.
+    #[arg(long, default_value_t = 1 << 20)]
+    output_bytes: u64,
+    /// Script source bytes.
+    #[arg(long, default_value_t = 256 << 10)]
+    script_bytes: u64,
+    /// Bytes of one call's arguments.
+    #[arg(long, default_value_t = 1 << 20)]
+    args_bytes: u64,
+    /// Bytes of one call's result.
+    #[arg(long, default_value_t = 4 << 20)]
+    result_bytes: u64,
+    /// The longest a run may take, waits included, in seconds.
+    #[arg(long, default_value_t = 900)]
+    deadline_seconds: u64,
     /// Where compiled guests are cached.
     #[arg(long, env = "TETHER_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
@@ -43,12 +58,17 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
     let args = Args::parse();
+    let cpu_time = Duration::try_from_secs_f64(args.cpu_seconds).context("--cpu-seconds must be a positive number")?;
     let mut config = SidecarConfig {
         limits: Limits {
             max_calls: args.max_calls,
-            cpu_time: Duration::from_secs_f64(args.cpu_seconds),
+            cpu_time,
             memory_bytes: args.memory_mib << 20,
-            ..Limits::default()
+            output_bytes: args.output_bytes,
+            script_bytes: args.script_bytes,
+            args_bytes: args.args_bytes,
+            result_bytes: args.result_bytes,
+            deadline: Duration::from_secs(args.deadline_seconds),
         },
         max_waiting_runs: args.max_waiting_runs,
         cache_dir: args.cache_dir,

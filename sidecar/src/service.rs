@@ -186,9 +186,12 @@ async fn read_inbound(mut inbound: Streaming<pb::BackendMessage>, pending: &Pend
         let message = match inbound.message().await {
             Ok(Some(message)) => message,
             Ok(None) => return InboundEnd::Gone,
+            // A vanished peer and an unreadable message (e.g. over the size
+            // limit) look alike here; telling a vanished peer costs nothing.
             Err(status) => {
-                tracing::info!(status = %status, "the backend's stream broke");
-                return InboundEnd::Gone;
+                tracing::info!(status = %status, "the backend's stream failed");
+                let message = format!("reading the backend's stream failed: {}", status.message());
+                return InboundEnd::Protocol(Status::new(status.code(), message));
             }
         };
         match message.kind {

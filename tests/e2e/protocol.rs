@@ -61,8 +61,8 @@ async fn an_unknown_language_is_invalid_argument() {
 }
 
 /// Starts a run that waits on a call, then sends `bad`; the stream must fail
-/// with INVALID_ARGUMENT mentioning `mentions`.
-async fn assert_protocol_error_mid_run(bad: impl FnOnce(&str) -> pb::BackendMessage, mentions: &str) {
+/// with `code` (when given) and a message mentioning `mentions`.
+async fn assert_protocol_error_mid_run(bad: impl FnOnce(&str) -> pb::BackendMessage, code: Option<Code>, mentions: &str) {
     let (sidecar, client) = sidecar().await;
     let (tx, rx) = mpsc::channel(4);
     tx.send(start("call('anything')\n")).await.unwrap();
@@ -73,7 +73,9 @@ async fn assert_protocol_error_mid_run(bad: impl FnOnce(&str) -> pb::BackendMess
     };
     tx.send(bad(&call.id)).await.unwrap();
     let status = inbound.message().await.unwrap_err();
-    assert_eq!(status.code(), Code::InvalidArgument);
+    if let Some(code) = code {
+        assert_eq!(status.code(), code);
+    }
     assert!(status.message().contains(mentions), "{status:?}");
     let counters = &sidecar.sidecar;
     eventually(std::time::Duration::from_secs(5), "the run is gone", || counters.live_runs() == 0).await;
@@ -82,10 +84,23 @@ async fn assert_protocol_error_mid_run(bad: impl FnOnce(&str) -> pb::BackendMess
 
 #[tokio::test]
 async fn a_result_for_an_unknown_call_id_is_invalid_argument() {
-    assert_protocol_error_mid_run(|id| tool_result(&format!("{id}-not-mine")), "unknown call id").await;
+    assert_protocol_error_mid_run(|id| tool_result(&format!("{id}-not-mine")), Some(Code::InvalidArgument), "unknown call id").await;
 }
 
 #[tokio::test]
 async fn a_second_start_is_invalid_argument() {
-    assert_protocol_error_mid_run(|_| start("1"), "only once").await;
+    assert_protocol_error_mid_run(|_| start("1"), Some(Code::InvalidArgument), "only once").await;
+}
+
+#[tokio::test]
+async fn a_result_over_the_message_size_limit_fails_the_stream_clearly() {
+    let oversized = "x".repeat(test_config().max_message_bytes() + 1);
+    let bad = move |id: &str| pb::BackendMessage {
+        kind: Some(backend_message::Kind::ToolResult(pb::ToolResult {
+            id: id.into(),
+            outcome: Some(pb::tool_result::Outcome::ValueJson(format!("\"{oversized}\""))),
+        })),
+    };
+    // The code is tonic's (the decoder refuses the message); the message is ours.
+    assert_protocol_error_mid_run(bad, None, "reading the backend's stream failed").await;
 }
