@@ -12,3 +12,4 @@ mod protocol;
 mod rust_guest;
 mod scenario;
 mod script_errors;
+mod turn;

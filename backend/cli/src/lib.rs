@@ -2,9 +2,9 @@
 //! demo a newcomer runs.
 //!
 //! - [`demo`]: the demo world and its tools
+//! - [`demo_turn`]: the demo's turn — its tools and `run_script` in one list
 //! - [`embedded`]: a sidecar in the same process, served on loopback
-//! - [`printing`]: a call handler that runs demo tools and prints each call
 
 pub mod demo;
+pub mod demo_turn;
 pub mod embedded;
-pub mod printing;

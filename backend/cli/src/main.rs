@@ -1,15 +1,19 @@
-//! `tether`: the demo, and running your own script against the demo tools, on
-//! a sidecar embedded in this process (or one you name with `--sidecar`).
+//! `tether`: the demo, and running your own script against the demo tools.
+//!
+//! The script runs as the model's `run_script` call in a turn: every call it
+//! makes is checked, approved and audited by that turn, on a sidecar embedded
+//! in this process (or one you name with `--sidecar`).
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
-use serde_json::Value;
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
-use tether_backend::{RunRequest, SidecarClient, pb};
+use tether_backend::SidecarClient;
+use tether_backend::turn::{Approver, CallOrigin, CallRequest, PolicyApprover, SqliteAuditStore, TerminalApprover};
 use tether_cli::demo::{self, DemoWorld};
+use tether_cli::demo_turn::{DemoTurn, PrintEvents};
 use tether_cli::embedded::EmbeddedSidecar;
-use tether_cli::printing::PrintingHandler;
 use tether_sidecar::SidecarConfig;
 
 #[derive(Debug, Parser)]
@@ -19,8 +23,24 @@ struct Cli {
     /// instead of one embedded in this process.
     #[arg(long, global = true, env = "TETHER_SIDECAR")]
     sidecar: Option<String>,
+    /// Who approves calls that need approval (`send_email`).
+    #[arg(long, global = true, value_enum, default_value_t = Approval::Policy)]
+    approval: Approval,
+    /// The SQLite audit log and effect ledger (default: in the temp directory).
+    #[arg(long, global = true)]
+    audit_db: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Approval {
+    /// A headless policy approves every request.
+    Policy,
+    /// Ask on this terminal, showing the exact arguments.
+    Ask,
+    /// Deny every request.
+    Deny,
 }
 
 #[derive(Debug, Subcommand)]
@@ -51,7 +71,8 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let (source, input, label) = match cli.command {
         Command::Demo { gather } => {
-            let (script, name) = if gather { (demo::SCRIPT_GATHER, "examples/contracts_gather.py") } else { (demo::SCRIPT, "examples/contracts.py") };
+            let (script, name) =
+                if gather { (demo::SCRIPT_GATHER, "examples/contracts_gather.py") } else { (demo::SCRIPT, "examples/contracts.py") };
             (script.to_owned(), DemoWorld::input(), name.to_owned())
         }
         Command::Run { file, input } => {
@@ -74,40 +95,34 @@ async fn main() -> anyhow::Result<()> {
         (None, None) => unreachable!("an embedded sidecar is started when none is named"),
     };
     let client = SidecarClient::connect(&address).await?;
-    let handler = PrintingHandler { world: Arc::new(DemoWorld::default()) };
-
-    eprintln!("running {label} on the sidecar at {address}");
-    let request = RunRequest {
-        turn_id: "demo-turn".into(),
-        parent_call_id: "call_1".into(),
-        input,
-        tools: DemoWorld::tools(),
-        ..RunRequest::python("demo-run", source)
+    let approver: Arc<dyn Approver> = match cli.approval {
+        Approval::Policy => Arc::new(PolicyApprover::approve_all()),
+        Approval::Ask => Arc::new(TerminalApprover::new("tether demo")),
+        Approval::Deny => Arc::new(PolicyApprover::deny_all()),
     };
-    let outcome = client.run(request, &handler).await?;
-    let stats = &outcome.stats;
+    let audit_path = cli.audit_db.unwrap_or_else(|| std::env::temp_dir().join("tether-demo-audit.db"));
+    let audit = Arc::new(SqliteAuditStore::new(&audit_path));
+    let turn_id = format!("demo-{}", std::process::id());
+    let setup = DemoTurn { approver, audit, events: Arc::new(PrintEvents) };
+    let turn = setup.build(&turn_id, Arc::new(DemoWorld::default()), client)?;
+
+    eprintln!("running {label} as the model's run_script call, on the sidecar at {address}");
+    let request = CallRequest::new("call_1", "run_script", json!({"code": source, "input": input}));
+    let result = turn.execute(request, CallOrigin::Model).await;
+    let audit_rows = turn.audit_log().await?.len();
+    let possibly = turn.possibly_executed_approval_actions().await?;
     eprintln!(
-        "finished: {:?} — {} calls, guest CPU {:.1} ms, waiting {:.1} ms, wall {:.1} ms",
-        outcome.status,
-        stats.calls,
-        stats.cpu_time_us as f64 / 1000.0,
-        stats.wait_time_us as f64 / 1000.0,
-        stats.wall_time_us as f64 / 1000.0
+        "audit log: {audit_rows} rows for turn {turn_id} in {}; approval-required actions that ran: {}",
+        audit_path.display(),
+        possibly.len()
     );
     if let Some(embedded) = embedded {
         embedded.stop().await?;
     }
-    match (outcome.status, outcome.result, outcome.error) {
-        (pb::RunStatus::Ok, result, _) => {
-            println!("{}", serde_json::to_string_pretty(&result.unwrap_or(Value::Null))?);
-            Ok(())
-        }
-        (status, _, Some(error)) => {
-            if !error.traceback.is_empty() {
-                eprintln!("{}", error.traceback);
-            }
-            anyhow::bail!("the script ended with {status:?}: {} ({})", error.message, error.kind)
-        }
-        (status, _, None) => anyhow::bail!("the script ended with {status:?}"),
+    let shown = result.to_model_value();
+    println!("{}", serde_json::to_string_pretty(&shown)?);
+    match shown.get("ok") {
+        Some(Value::Bool(true)) => Ok(()),
+        _ => anyhow::bail!("the script did not complete"),
     }
 }

@@ -206,7 +206,9 @@ impl TerminalApprover {
         let args = serde_json::to_string_pretty(&request.args).unwrap_or_else(|_| request.args.to_string());
         let from = match &request.origin {
             CallOrigin::Model => "the model".to_owned(),
-            CallOrigin::Script { run_id, parent_call_id, .. } => format!("script run `{run_id}` (started by `{parent_call_id}`)"),
+            CallOrigin::Script { run_id, parent_call_id, .. } => {
+                format!("script run `{run_id}` (started by `{parent_call_id}`)")
+            }
         };
         let reason = request.reason.as_deref().map(|r| format!("\n  why approval: {r}")).unwrap_or_default();
         format!(

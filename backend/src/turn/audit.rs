@@ -125,7 +125,13 @@ pub trait AuditStore: Send + Sync + 'static {
     ///
     /// # Errors
     /// If the row could not be updated.
-    fn ledger_settled(&self, turn_id: &str, call_id: &str, outcome: CallStatus, settled_at_ms: i64) -> Result<(), StoreError>;
+    fn ledger_settled(
+        &self,
+        turn_id: &str,
+        call_id: &str,
+        outcome: CallStatus,
+        settled_at_ms: i64,
+    ) -> Result<(), StoreError>;
 
     /// The turn's ledger rows, in the order they started.
     ///
@@ -170,7 +176,13 @@ impl AuditStore for MemoryAuditStore {
         Ok(())
     }
 
-    fn ledger_settled(&self, turn_id: &str, call_id: &str, outcome: CallStatus, settled_at_ms: i64) -> Result<(), StoreError> {
+    fn ledger_settled(
+        &self,
+        turn_id: &str,
+        call_id: &str,
+        outcome: CallStatus,
+        settled_at_ms: i64,
+    ) -> Result<(), StoreError> {
         let mut ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = ledger.iter_mut().find(|e| e.turn_id == turn_id && e.call_id == call_id) {
             e.state = LedgerState::Settled;

@@ -218,7 +218,9 @@ impl CallResult {
         match self.outcome {
             CallOutcome::Ok(value) => ToolOutcome::Ok(value),
             CallOutcome::ToolError { code, message } => ToolOutcome::Failed { code, message },
-            CallOutcome::Failed(failure) => ToolOutcome::Failed { code: failure.code.as_str().to_owned(), message: failure.message },
+            CallOutcome::Failed(failure) => {
+                ToolOutcome::Failed { code: failure.code.as_str().to_owned(), message: failure.message }
+            }
         }
     }
 }

@@ -13,8 +13,8 @@ use super::codes::{Code, Step};
 use super::guard::{CallGuard, StepsOutcome};
 use super::policy::PolicyAction;
 use super::registry::Lookup;
-use super::tool::{ApprovalRequirement, Tool, ToolContext};
 use super::state::Turn;
+use super::tool::{ApprovalRequirement, Tool, ToolContext};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::time::SystemTime;
@@ -93,11 +93,17 @@ impl Turn {
                 return Err(Failure::new(
                     Code::ToolNotActivated,
                     Step::Lookup,
-                    format!("the tool `{name}` is listed by name only and is not activated; activate it outside the script first, then call it"),
+                    format!(
+                        "the tool `{name}` is listed by name only and is not activated; activate it outside the script first, then call it"
+                    ),
                 ));
             }
             Lookup::NotFound => {
-                return Err(Failure::new(Code::ToolNotFound, Step::Lookup, format!("there is no tool `{name}` in this turn")));
+                return Err(Failure::new(
+                    Code::ToolNotFound,
+                    Step::Lookup,
+                    format!("there is no tool `{name}` in this turn"),
+                ));
             }
         };
 
@@ -141,7 +147,8 @@ impl Turn {
                 format!("the administrator's policy blocks this call to `{name}`{reason}"),
             ));
         }
-        let needs_approval = action == PolicyAction::NeedsApproval || tool.meta().approval == ApprovalRequirement::Always;
+        let needs_approval =
+            action == PolicyAction::NeedsApproval || tool.meta().approval == ApprovalRequirement::Always;
         let approval_reason = reason.map(str::to_owned);
 
         // 6. Pre-execution check: judges and records in one step.
@@ -151,7 +158,9 @@ impl Turn {
             .judge_and_record(name, &request.args, tool.meta().refuse_identical_repeat, needs_approval)
             .map_err(|code| {
                 let message = match code {
-                    Code::RepeatedCall => format!("an identical call to `{name}` was already made in this turn; use its result"),
+                    Code::RepeatedCall => {
+                        format!("an identical call to `{name}` was already made in this turn; use its result")
+                    }
                     _ => format!(
                         "this turn's cap of `{}` approval-required calls is spent; the call was not made",
                         inner.precheck.max_approval_calls()
@@ -200,7 +209,8 @@ impl Turn {
         };
         match decided {
             Err(_) => {
-                guard.approval = Some(ApprovalRecord { verdict: ApprovalVerdict::TimedOut, decided_by: "timeout".into() });
+                guard.approval =
+                    Some(ApprovalRecord { verdict: ApprovalVerdict::TimedOut, decided_by: "timeout".into() });
                 Err(Failure::new(
                     Code::ApprovalTimeout,
                     Step::Approval,
@@ -208,13 +218,18 @@ impl Turn {
                 ))
             }
             Ok(decision) if decision.approved => {
-                guard.approval = Some(ApprovalRecord { verdict: ApprovalVerdict::Approved, decided_by: decision.decided_by });
+                guard.approval =
+                    Some(ApprovalRecord { verdict: ApprovalVerdict::Approved, decided_by: decision.decided_by });
                 Ok(())
             }
             Ok(decision) => {
                 let why = decision.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
-                let message = format!("approval for `{name}` was denied by `{}`{why}; the call was not made", decision.decided_by);
-                guard.approval = Some(ApprovalRecord { verdict: ApprovalVerdict::Denied, decided_by: decision.decided_by });
+                let message = format!(
+                    "approval for `{name}` was denied by `{}`{why}; the call was not made",
+                    decision.decided_by
+                );
+                guard.approval =
+                    Some(ApprovalRecord { verdict: ApprovalVerdict::Denied, decided_by: decision.decided_by });
                 Err(Failure::new(Code::ApprovalDenied, Step::Approval, message))
             }
         }
@@ -272,7 +287,9 @@ impl Turn {
                 let returned = self.run_executor(executor, context, args, limit, name).await?;
                 let outcome = if returned.is_ok() { CallStatus::Ok } else { CallStatus::Error };
                 let settled_at = unix_ms(SystemTime::now());
-                if let Err(error) = self.blocking(move |s| s.ledger_settled(&turn_id, &call_id, outcome, settled_at)).await {
+                if let Err(error) =
+                    self.blocking(move |s| s.ledger_settled(&turn_id, &call_id, outcome, settled_at)).await
+                {
                     tracing::error!(%error, "cannot record `settled` in the effect ledger");
                 }
                 Ok(returned)
@@ -305,7 +322,11 @@ impl Turn {
             )),
             Ok(Err(_panic)) => {
                 tracing::error!("the tool's executor panicked");
-                Err(Failure::new(Code::ToolFailed, Step::Execution, format!("`{name}` failed inside the host; the cause is in the host's logs")))
+                Err(Failure::new(
+                    Code::ToolFailed,
+                    Step::Execution,
+                    format!("`{name}` failed inside the host; the cause is in the host's logs"),
+                ))
             }
             Ok(Ok(returned)) => Ok(returned),
         }
@@ -468,8 +489,14 @@ mod tests {
     #[tokio::test]
     async fn user_permissions_and_argument_patterns_block_at_the_policy_step() {
         let s = setup(PolicyApprover::approve_all(), |b| {
-            b.permissions(UserPermissions::new().block(CallPattern::tool("ping").when("/n", ArgMatch::Equals(json!(13))), "unlucky"))
-                .policy(AdminPolicy::default().needs_approval(CallPattern::tool("ping").when("/to", ArgMatch::Glob("*@corp.com".into()))))
+            b.permissions(
+                UserPermissions::new()
+                    .block(CallPattern::tool("ping").when("/n", ArgMatch::Equals(json!(13))), "unlucky"),
+            )
+            .policy(
+                AdminPolicy::default()
+                    .needs_approval(CallPattern::tool("ping").when("/to", ArgMatch::Glob("*@corp.com".into()))),
+            )
         });
         let blocked = model(&s.turn, "c1", "ping", json!({"n": 13})).await;
         assert_eq!(code(&blocked), Some(Code::PermissionDenied));
@@ -558,7 +585,10 @@ mod tests {
         assert_eq!(code(&from_script), Some(Code::NotCallableFromScript));
         assert_eq!(s.probe.runs("ask"), 1);
         let row = s.store.audit_log("t1").unwrap().pop().unwrap();
-        assert_eq!((row.origin.as_str(), row.parent_call_id.as_deref(), row.script_run_id.as_deref()), ("script", Some("p"), Some("t1/run-1")));
+        assert_eq!(
+            (row.origin.as_str(), row.parent_call_id.as_deref(), row.script_run_id.as_deref()),
+            ("script", Some("p"), Some("t1/run-1"))
+        );
     }
 
     #[tokio::test]
@@ -597,10 +627,13 @@ mod tests {
             }
         } // dropped mid-execution, as when its parent settles
         let events = s.events.events();
-        assert!(matches!(
-            events.last(),
-            Some(ToolEvent::ToolFailed { code: Code::ParentSettled, step: Step::Execution, .. })
-        ), "{events:?}");
+        assert!(
+            matches!(
+                events.last(),
+                Some(ToolEvent::ToolFailed { code: Code::ParentSettled, step: Step::Execution, .. })
+            ),
+            "{events:?}"
+        );
         assert_eq!(s.events.unpaired(), Vec::<String>::new());
         let row = s.store.audit_log("t1").unwrap().pop().unwrap();
         assert_eq!((row.status, row.code.as_deref()), (CallStatus::Abandoned, Some("parent_settled")));
@@ -610,11 +643,13 @@ mod tests {
     #[tokio::test]
     async fn script_calls_of_unsafe_tools_run_alone() {
         let s = setup(PolicyApprover::approve_all(), |b| b);
-        let calls = (1..=3).map(|n| s.turn.execute(CallRequest::new(format!("p/{n}"), "overlap", json!({})), script(n)));
+        let calls =
+            (1..=3).map(|n| s.turn.execute(CallRequest::new(format!("p/{n}"), "overlap", json!({})), script(n)));
         futures::future::join_all(calls).await;
         assert_eq!(s.probe.peak.load(Ordering::SeqCst), 1, "unsafe: one at a time");
         // Safe calls only finish once all three run at once; run alone they would wait forever.
-        let calls = (4..=6).map(|n| s.turn.execute(CallRequest::new(format!("p/{n}"), "overlap_safe", json!({})), script(n)));
+        let calls =
+            (4..=6).map(|n| s.turn.execute(CallRequest::new(format!("p/{n}"), "overlap_safe", json!({})), script(n)));
         let together = tokio::time::timeout(Duration::from_secs(10), futures::future::join_all(calls)).await;
         assert!(together.is_ok_and(|r| r.iter().all(|r| r.failure().is_none())), "safe calls run together");
     }
@@ -634,7 +669,47 @@ mod tests {
         assert_eq!(result.outcome, CallOutcome::Ok(json!({"tool": "mail", "args": {"to": "dana@example.com"}})));
         assert_eq!(s.store.audit_log("t1").unwrap()[0].args, r#"{"to":"[redacted]"}"#);
         assert_eq!(s.store.ledger("t1").unwrap()[0].args, r#"{"to":"[redacted]"}"#);
-        assert!(matches!(&s.events.events()[0], ToolEvent::ToolStarted { args: Some(a), .. } if a["to"] == "[redacted]"));
+        assert!(
+            matches!(&s.events.events()[0], ToolEvent::ToolStarted { args: Some(a), .. } if a["to"] == "[redacted]")
+        );
         assert_eq!(result.to_model_value()["ok"], json!(true));
+    }
+
+    /// A store whose ledger refuses every `started`.
+    struct BrokenLedger(MemoryAuditStore);
+
+    impl AuditStore for BrokenLedger {
+        fn record(&self, record: &crate::turn::AuditRecord) -> Result<(), crate::turn::StoreError> {
+            self.0.record(record)
+        }
+        fn ledger_started(&self, _: &crate::turn::LedgerEntry) -> Result<(), crate::turn::StoreError> {
+            Err(crate::turn::StoreError::Other("disk full".into()))
+        }
+        fn ledger_settled(&self, t: &str, c: &str, o: CallStatus, at: i64) -> Result<(), crate::turn::StoreError> {
+            self.0.ledger_settled(t, c, o, at)
+        }
+        fn ledger(&self, t: &str) -> Result<Vec<crate::turn::LedgerEntry>, crate::turn::StoreError> {
+            self.0.ledger(t)
+        }
+        fn audit_log(&self, t: &str) -> Result<Vec<crate::turn::AuditRecord>, crate::turn::StoreError> {
+            self.0.audit_log(t)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tool_with_effects_never_runs_unless_started_is_recorded() {
+        let store = Arc::new(BrokenLedger(MemoryAuditStore::new()));
+        let s = setup(PolicyApprover::approve_all(), |b| b.audit_store(store.clone()));
+        let refused = model(&s.turn, "c1", "mail", json!({})).await;
+        assert_eq!((code(&refused), refused.failure().unwrap().step), (Some(Code::LedgerUnavailable), Step::Execution));
+        assert_eq!(s.probe.runs("mail"), 0, "no effect without a durable `started`");
+        assert_eq!(s.turn.calls_used(), 0, "and the call gave its budget slot back");
+        // A read-only tool needs no ledger row and runs.
+        let s = setup(PolicyApprover::approve_all(), |b| b.audit_store(store.clone()));
+        let turn = s.turn.clone();
+        let extra = ToolSpec::new("look", "", schema()).read_only();
+        turn.register(crate::turn::Tool::new(extra, counting(&s.probe, "look")).unwrap()).unwrap();
+        assert!(model(&s.turn, "c2", "look", json!({})).await.failure().is_none());
+        assert_eq!(store.audit_log("t1").unwrap().len(), 2, "both calls were audited");
     }
 }

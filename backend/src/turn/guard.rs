@@ -8,8 +8,8 @@ use super::audit::{AuditRecord, cut, unix_ms};
 use super::call::{CallOrigin, CallOutcome, CallRequest, CallResult, CallStatus, Failure};
 use super::codes::{Code, Step};
 use super::events::ToolEvent;
-use super::tool::{ToolError, ToolOutput};
 use super::state::Turn;
+use super::tool::{ToolError, ToolOutput};
 use std::time::{Duration, Instant, SystemTime};
 
 /// What the steps produced: the tool's return, or a failure.

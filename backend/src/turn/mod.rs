@@ -31,15 +31,20 @@ mod summary;
 mod tool;
 
 pub use approval::{
-    Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover, TerminalApprover,
+    Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover,
+    TerminalApprover,
 };
-pub use audit::{AuditRecord, AuditStore, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, MemoryAuditStore, Redactor};
+pub use audit::{
+    AuditRecord, AuditStore, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, MemoryAuditStore, Redactor,
+};
 pub use budget::{CallBudget, Reservation};
 pub use call::{CallOrigin, CallOutcome, CallRequest, CallResult, CallStatus, Failure};
 pub use codes::{Code, Step};
 pub use error::{StoreError, TurnError};
 pub use events::{EventLog, EventSink, NoEvents, ToolEvent};
-pub use policy::{AdminPolicy, ArgMatch, ArgPattern, CallPattern, PolicyAction, PolicyRule, UserPermissions, glob_match};
+pub use policy::{
+    AdminPolicy, ArgMatch, ArgPattern, CallPattern, PolicyAction, PolicyRule, UserPermissions, glob_match,
+};
 pub use precheck::PreExecutionCheck;
 pub use registry::{ListedTool, Lookup, ToolRegistry};
 pub use script::{SCRIPT_TOOL_NAME, ScriptTool, activate_tools_tool};

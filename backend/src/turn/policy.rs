@@ -225,7 +225,10 @@ mod tests {
     fn the_most_restrictive_matching_rule_wins_whatever_the_order() {
         let policy = AdminPolicy::default()
             .allow(CallPattern::tool("*"))
-            .deny(CallPattern::tool("send_email").when("/to", ArgMatch::Glob("*@competitor.com".into())), "no mail to competitors")
+            .deny(
+                CallPattern::tool("send_email").when("/to", ArgMatch::Glob("*@competitor.com".into())),
+                "no mail to competitors",
+            )
             .needs_approval(CallPattern::tool("send_*"));
         let to = |addr: &str| json!({"to": addr});
         assert_eq!(policy.judge("list_issues", &json!({})).0, PolicyAction::Allow);

@@ -36,7 +36,13 @@ impl PreExecutionCheck {
     /// before; with [`Code::ApprovalCapReached`] when `needs_approval` is set
     /// and the cap is spent. A call that passes is remembered, and counted
     /// against the approval cap whatever the approver later decides.
-    pub fn judge_and_record(&self, tool: &str, args: &Value, refuse_repeat: bool, needs_approval: bool) -> Result<(), Code> {
+    pub fn judge_and_record(
+        &self,
+        tool: &str,
+        args: &Value,
+        refuse_repeat: bool,
+        needs_approval: bool,
+    ) -> Result<(), Code> {
         let key = call_key(tool, args);
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if refuse_repeat && state.seen.contains(&key) {

@@ -5,9 +5,9 @@
 
 use super::call::{CallOrigin, CallRequest};
 use super::error::TurnError;
+use super::state::Turn;
 use super::summary::NestedSummary;
 use super::tool::{Tool, ToolContext, ToolError, ToolExecutor, ToolMeta, ToolOutput, ToolSpec};
-use super::state::Turn;
 use crate::client::{RunRequest, SidecarClient};
 use crate::handler::{CallHandler, ScriptCall, ToolOutcome};
 use serde_json::{Map, Value, json};
@@ -120,7 +120,7 @@ impl ToolExecutor for ScriptExecutor {
         };
         let turn = context.turn;
         let run_id = turn.next_run_id();
-        let mut limits = self.tool.limits.clone();
+        let mut limits = self.tool.limits;
         if let Some(remaining) = turn.remaining() {
             let ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX).max(1);
             limits.deadline_ms = if limits.deadline_ms == 0 { ms } else { limits.deadline_ms.min(ms) };
@@ -153,8 +153,11 @@ impl ToolExecutor for ScriptExecutor {
             Err(error) => {
                 tracing::error!(%error, %run_id, "the sidecar failed the run");
                 metadata.insert("run".into(), json!({"run_id": run_id, "error": error.to_string()}));
-                return Err(ToolError::new("sandbox_unavailable", "the script could not be run in the sandbox; call the tools directly instead")
-                    .with_metadata(Value::Object(metadata)));
+                return Err(ToolError::new(
+                    "sandbox_unavailable",
+                    "the script could not be run in the sandbox; call the tools directly instead",
+                )
+                .with_metadata(Value::Object(metadata)));
             }
         };
         metadata.insert(
@@ -212,7 +215,8 @@ impl CallHandler for ScriptCalls {
             .and_then(|rest| rest.strip_prefix('/'))
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
-        let origin = CallOrigin::Script { run_id: self.run_id.clone(), parent_call_id: self.parent_call_id.clone(), index };
+        let origin =
+            CallOrigin::Script { run_id: self.run_id.clone(), parent_call_id: self.parent_call_id.clone(), index };
         let slot = self.summary.begin(&call.id, &call.name, &self.turn.redact(&call.name, &call.args));
         let result = self.turn.execute(CallRequest { id: call.id, name: call.name, args: call.args }, origin).await;
         self.summary.settle(slot, &result);

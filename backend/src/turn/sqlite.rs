@@ -157,7 +157,13 @@ impl AuditStore for SqliteAuditStore {
         })
     }
 
-    fn ledger_settled(&self, turn_id: &str, call_id: &str, outcome: CallStatus, settled_at_ms: i64) -> Result<(), StoreError> {
+    fn ledger_settled(
+        &self,
+        turn_id: &str,
+        call_id: &str,
+        outcome: CallStatus,
+        settled_at_ms: i64,
+    ) -> Result<(), StoreError> {
         self.with(|c| {
             c.execute(
                 "UPDATE ledger SET state = 'settled', settled_at_ms = ?3, outcome = ?4 WHERE turn_id = ?1 AND call_id = ?2",
@@ -294,7 +300,10 @@ mod tests {
         let store = SqliteAuditStore::new(&path);
         let rows = store.ledger("t1").unwrap();
         assert_eq!(rows.len(), 2);
-        assert_eq!((rows[0].state, rows[0].outcome, rows[0].settled_at_ms), (LedgerState::Settled, Some(CallStatus::Ok), Some(5)));
+        assert_eq!(
+            (rows[0].state, rows[0].outcome, rows[0].settled_at_ms),
+            (LedgerState::Settled, Some(CallStatus::Ok), Some(5))
+        );
         assert_eq!(rows[1], entry("p/2"));
         assert_eq!(store.ledger("other").unwrap(), vec![]);
     }

@@ -3,7 +3,9 @@
 //! its builder.
 
 use super::approval::{Approver, PolicyApprover};
-use super::audit::{AuditRecord, AuditStore, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, MemoryAuditStore, Redactor};
+use super::audit::{
+    AuditRecord, AuditStore, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, MemoryAuditStore, Redactor,
+};
 use super::budget::CallBudget;
 use super::codes::Code;
 use super::error::{StoreError, TurnError};
@@ -243,10 +245,12 @@ impl Turn {
         Ok(self.blocking(move |s| s.ledger(&id)).await?)
     }
 
-    /// Approval-required calls (the model's and every script's) whose ledger
-    /// row is `started` and never `settled`: they may have run. Tell the user
-    /// about these when the turn is cancelled or fails, and do not re-run
-    /// the turn's model call blindly.
+    /// Approval-required calls (the model's and every script's) that reached
+    /// execution, so their effect may have happened: those that settled (the
+    /// tool ran) and those still `started` (it may have run; nobody knows).
+    /// Tell the user about these when the turn is cancelled or fails — an
+    /// email a script sent is on this list — and do not re-run the turn's
+    /// model call blindly. Each entry's `state` tells the two apart.
     ///
     /// # Errors
     /// If the store cannot be read.
@@ -255,7 +259,7 @@ impl Turn {
             .ledger()
             .await?
             .into_iter()
-            .filter(|e| e.approval_required && e.state == LedgerState::Started)
+            .filter(|e| e.approval_required)
             .collect())
     }
 }

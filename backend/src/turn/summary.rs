@@ -60,7 +60,13 @@ impl NestedSummary {
             return Slot(None);
         }
         let args = self.capture.then(|| cut(&args.to_string(), NESTED_ARGS_BYTES).0);
-        state.entries.push(Entry { id: id.to_owned(), name: name.to_owned(), started: Instant::now(), args, settled: None });
+        state.entries.push(Entry {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            started: Instant::now(),
+            args,
+            settled: None,
+        });
         Slot(Some(state.entries.len() - 1))
     }
 
@@ -86,8 +92,12 @@ impl NestedSummary {
             .iter()
             .map(|e| {
                 let (status, duration, error) = match &e.settled {
-                    Some((status, duration, error)) => (*status, *duration, if self.capture { error.clone() } else { None }),
-                    None => (CallStatus::Abandoned, e.started.elapsed(), Some("parent settled before the call".to_owned())),
+                    Some((status, duration, error)) => {
+                        (*status, *duration, if self.capture { error.clone() } else { None })
+                    }
+                    None => {
+                        (CallStatus::Abandoned, e.started.elapsed(), Some("parent settled before the call".to_owned()))
+                    }
                 };
                 let mut entry = Map::new();
                 entry.insert("id".into(), json!(e.id));
@@ -130,7 +140,8 @@ mod tests {
         let _abandoned = summary.begin("p/3", "hold", &json!({}));
         let tool_error = summary.begin("p/4", "get_contract", &json!({}));
         summary.settle(ok, &result(CallOutcome::Ok(json!(1))));
-        summary.settle(big, &result(CallOutcome::Failed(Failure::new(Code::ToolNotFound, Step::Lookup, "é".repeat(300)))));
+        summary
+            .settle(big, &result(CallOutcome::Failed(Failure::new(Code::ToolNotFound, Step::Lookup, "é".repeat(300)))));
         summary.settle(tool_error, &result(CallOutcome::ToolError { code: "not_found".into(), message: "no".into() }));
         for n in 5..=40 {
             summary.begin(&format!("p/{n}"), "leaf", &json!({}));

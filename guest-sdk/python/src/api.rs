@@ -43,12 +43,8 @@ impl Bindings {
     /// no builtin, no module the sandbox provides, none of our names, and is
     /// not a dunder. The others stay reachable through `call`.
     pub fn new(tools: &[ToolSpec]) -> Self {
-        let tool_functions = tools
-            .iter()
-            .map(|tool| tool.name.as_str())
-            .filter(|name| gets_function(name))
-            .map(str::to_owned)
-            .collect();
+        let tool_functions =
+            tools.iter().map(|tool| tool.name.as_str()).filter(|name| gets_function(name)).map(str::to_owned).collect();
         Self { tool_functions }
     }
 
@@ -180,7 +176,8 @@ pub fn unwrap(args: &CallArgs) -> Result<MontyObject, MontyException> {
         (Some(result), 0, 0) => result,
         _ => return Err(type_error("unwrap() takes exactly one argument: the result of a tool call")),
     };
-    let not_a_result = || type_error(format!("unwrap() expects the dict a tool call returns, not '{}'", result.type_name()));
+    let not_a_result =
+        || type_error(format!("unwrap() expects the dict a tool call returns, not '{}'", result.type_name()));
     if result.type_name() != "dict" {
         return Err(not_a_result());
     }

@@ -72,10 +72,8 @@ fn to_json_at(value: ObjectRef<'_>, depth: usize, budget: &mut usize) -> Result<
     *budget = budget.checked_sub(1).ok_or(ConvertError::TooLarge)?;
     let items = |ids: &[monty_types::unstable::NodeId], budget: &mut usize| -> Result<Value, ConvertError> {
         let depth = nested(depth)?;
-        let values = ids
-            .iter()
-            .map(|id| to_json_at(child(value, *id), depth, budget))
-            .collect::<Result<Vec<_>, _>>()?;
+        let values =
+            ids.iter().map(|id| to_json_at(child(value, *id), depth, budget)).collect::<Result<Vec<_>, _>>()?;
         Ok(Value::Array(values))
     };
     match node(value) {
@@ -84,9 +82,9 @@ fn to_json_at(value: ObjectRef<'_>, depth: usize, budget: &mut usize) -> Result<
         MontyNode::Int(int) => Ok(Value::from(*int)),
         // Only the u64 range beyond i64 has a JSON number serde_json keeps exact.
         MontyNode::BigInt(int) => u64::try_from(int).map(Value::from).map_err(|_| ConvertError::IntTooLarge),
-        MontyNode::Float(float) => Number::from_f64(*float)
-            .map(Value::Number)
-            .ok_or_else(|| ConvertError::NonFiniteFloat(value.py_repr())),
+        MontyNode::Float(float) => {
+            Number::from_f64(*float).map(Value::Number).ok_or_else(|| ConvertError::NonFiniteFloat(value.py_repr()))
+        }
         MontyNode::String(text) => Ok(Value::String(text.clone())),
         // Tuples and named tuples are sequences to JSON, as `json.dumps` has it.
         MontyNode::List(ids) | MontyNode::Tuple(ids) | MontyNode::NamedTuple { values: ids, .. } => items(ids, budget),
