@@ -62,9 +62,13 @@ pub fn call_batch(calls: Vec<CallRequest>) -> Vec<CallResult> {
     };
     // SAFETY: `request` is valid for `len` reads for the duration of the call.
     let len = unsafe { tether_call(request.as_ptr(), request.len() as u32) };
+    // An unreadable answer fails these calls, not the whole run.
     let mut results = match serde_json::from_slice::<CallResults>(&take_response(len)) {
         Ok(results) => results.results,
-        Err(error) => panic!("the host sent call results this guest cannot read: {error}"),
+        Err(error) => {
+            let message = format!("the host sent a result this guest cannot read: {error}");
+            vec![CallResult::Err(crate::Failure { code: "invalid_result".into(), message }); count]
+        }
     };
     results.resize_with(count, || CallResult::Err(missing_result()));
     results

@@ -3,6 +3,27 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The deepest nesting of a JSON value (an input or a tool result) the host
+/// hands a guest. Documents wrap values a few levels deeper, and serde_json
+/// reads at most 128, so a guest can always read what it is given.
+pub const MAX_DEPTH: usize = 100;
+
+/// How deeply `value` nests: 1 for a scalar, one more per array or object.
+pub fn depth(value: &Value) -> usize {
+    // Iterative, so a hostile value cannot overflow the stack measuring it.
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1)];
+    while let Some((value, level)) = stack.pop() {
+        deepest = deepest.max(level);
+        match value {
+            Value::Array(items) => stack.extend(items.iter().map(|v| (v, level + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|v| (v, level + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// What the host hands a guest at the start of a run (`tether_v1.start`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StartDoc {
@@ -193,6 +214,12 @@ mod tests {
     fn failed_result_without_error_is_rejected() {
         assert!(serde_json::from_value::<CallResult>(json!({"ok": false})).is_err());
         assert!(serde_json::from_value::<Outcome>(json!({"ok": false})).is_err());
+    }
+
+    #[test]
+    fn depth_counts_nesting() {
+        assert_eq!(depth(&json!(1)), 1);
+        assert_eq!(depth(&json!({"a": [1, {"b": []}]})), 4);
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub mod codes {
     pub const ARGS_TOO_LARGE: &str = "arguments_too_large";
     /// The tool's result is over the size limit.
     pub const RESULT_TOO_LARGE: &str = "result_too_large";
+    /// The tool's result is not JSON, or nests too deep for a guest to read.
+    pub const INVALID_RESULT: &str = "invalid_result";
     /// The run is ending; the call was abandoned.
     pub const CANCELLED: &str = "cancelled";
 }
@@ -258,13 +260,17 @@ impl CallPort {
                 codes::RESULT_TOO_LARGE,
                 &format!("the tool's result is `{}` bytes, over the `{}`-byte limit (max_result_bytes); ask for less data", json.len(), self.result_bytes),
             )),
-            Some(Outcome::ValueJson(json)) => match serde_json::from_str(&json) {
+            Some(Outcome::ValueJson(json)) => match serde_json::from_str::<serde_json::Value>(&json) {
+                Ok(value) if tether_guest::wire::depth(&value) > tether_guest::wire::MAX_DEPTH => CallResult::Err(failure(
+                    codes::INVALID_RESULT,
+                    &format!("the tool's result nests deeper than `{}` levels", tether_guest::wire::MAX_DEPTH),
+                )),
                 Ok(value) => CallResult::Ok(value),
-                Err(error) => CallResult::Err(failure("invalid_result", &format!("the tool's result is not valid JSON: {error}"))),
+                Err(error) => CallResult::Err(failure(codes::INVALID_RESULT, &format!("the tool's result is not valid JSON: {error}"))),
             },
             Some(Outcome::Failure(f)) => CallResult::Err(Failure { code: f.code, message: f.message }),
             // The inbound reader rejects results with no outcome; this is unreachable in practice.
-            None => CallResult::Err(failure("invalid_result", "the backend sent a result with no outcome")),
+            None => CallResult::Err(failure(codes::INVALID_RESULT, "the backend sent a result with no outcome")),
         }
     }
 

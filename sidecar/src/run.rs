@@ -50,6 +50,10 @@ impl RunPlan {
             serde_json::from_str(&start.input_json)
                 .map_err(|e| RejectRun::Protocol(format!("`Start.input_json` is not valid JSON: {e}")))?
         };
+        if tether_guest::wire::depth(&input) > tether_guest::wire::MAX_DEPTH {
+            let max = tether_guest::wire::MAX_DEPTH;
+            return Err(RejectRun::Protocol(format!("`Start.input_json` nests deeper than `{max}` levels")));
+        }
         let mut tools = Vec::with_capacity(start.tools.len());
         for tool in start.tools {
             let input_schema = if tool.input_schema_json.trim().is_empty() {

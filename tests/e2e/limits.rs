@@ -209,6 +209,14 @@ async fn an_oversized_result_is_refused() {
 }
 
 #[tokio::test]
+async fn a_result_nested_too_deep_for_the_guest_fails_that_call_only() {
+    let (_sidecar, client) = sidecar().await;
+    let source = "ok = deep(depth=50)\nbad = deep(depth=300)\n[ok['ok'], bad['ok'], bad['error']['code']]";
+    let (outcome, _) = run_demo(&client, source).await;
+    assert_eq!(outcome.result, Some(json!([true, false, "invalid_result"])), "{outcome:?}");
+}
+
+#[tokio::test]
 async fn an_oversized_script_is_refused_naming_the_limit() {
     let limits = Limits { script_bytes: 1000, ..Limits::default() };
     let script = format!("x = 1\n{}", "# padding\n".repeat(200));

@@ -42,7 +42,8 @@ fn init_tracing() {
 }
 
 /// The demo tools plus the test tools [`Recorder`] answers: `hold` (waits
-/// for [`Recorder::release`]), `ping` and `echo` (returns its arguments).
+/// for [`Recorder::release`]), `ping`, `echo` (returns its arguments) and
+/// `deep` (returns a deeply nested list).
 pub fn test_tools() -> Vec<ToolDef> {
     let test_tool = |name: &str, description: &str| ToolDef {
         name: name.into(),
@@ -53,6 +54,7 @@ pub fn test_tools() -> Vec<ToolDef> {
     tools.push(test_tool("hold", "Waits until the test releases it."));
     tools.push(test_tool("ping", "Answers at once."));
     tools.push(test_tool("echo", "Returns its arguments."));
+    tools.push(test_tool("deep", "Returns a list nested `depth` levels deep."));
     tools
 }
 
@@ -111,6 +113,10 @@ impl CallHandler for Recorder {
                 ToolOutcome::Ok(serde_json::json!("pong"))
             }
             "echo" => ToolOutcome::Ok(call.args),
+            "deep" => {
+                let depth = call.args["depth"].as_u64().unwrap_or(1);
+                ToolOutcome::Ok((0..depth).fold(serde_json::json!(0), |inner, _| serde_json::json!([inner])))
+            }
             name => self.world.execute(name, &call.args),
         }
     }
