@@ -83,14 +83,14 @@ mod tests {
         Metered::new(tokio::time::sleep(Duration::from_millis(200)), meter.clone()).await;
         assert!(meter.used() < Duration::from_millis(50), "sleeping used {:?}", meter.used());
 
+        // Spin until this thread has used 100 ms of CPU, however busy the machine is.
         let spin = async {
-            let start = std::time::Instant::now();
-            let mut x = 0u64;
-            while start.elapsed() < Duration::from_millis(100) {
-                x = std::hint::black_box(x.wrapping_add(1));
+            let start = thread_cpu_ns();
+            while thread_cpu_ns() - start < 100_000_000 {
+                std::hint::black_box(0);
             }
         };
         Metered::new(spin, meter.clone()).await;
-        assert!(meter.used() >= Duration::from_millis(50), "spinning used {:?}", meter.used());
+        assert!(meter.used() >= Duration::from_millis(100), "spinning used {:?}", meter.used());
     }
 }

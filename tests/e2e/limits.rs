@@ -107,9 +107,11 @@ async fn a_spinning_script_ends_at_its_cpu_limit() {
     assert_eq!(outcome.status, pb::RunStatus::LimitExceeded, "{outcome:?}");
     let error = outcome.error.unwrap();
     assert_eq!((error.kind.as_str(), error.limit.as_str()), ("cpu_time_limit", "cpu_time_ms"));
-    // Within a small margin of the limit: one epoch tick plus scheduling.
+    // Past the limit by at most the CPU used between two epoch ticks: one
+    // 10 ms tick on an idle machine; the bound leaves room for a starved
+    // ticker thread on a loaded one.
     let cpu = Duration::from_micros(outcome.stats.cpu_time_us);
-    assert!(cpu >= Duration::from_secs(1) && cpu < Duration::from_millis(1500), "{cpu:?}");
+    assert!(cpu >= Duration::from_secs(1) && cpu < Duration::from_secs(2), "{cpu:?}");
     assert_still_works(&client).await;
 }
 
