@@ -285,3 +285,37 @@ async fn a_cpu_bound_script_on_every_slot_does_not_stop_describe_or_other_calls(
     let c = tokio::time::timeout(Duration::from_secs(30), c).await.unwrap().unwrap().unwrap();
     assert_eq!(c.result, Some(json!("c done")));
 }
+
+#[tokio::test]
+async fn past_the_admission_queue_a_run_is_refused_with_resource_exhausted() {
+    let config = SidecarConfig { slots: 1, max_queued_runs: 1, ..test_config() };
+    let (sidecar, client) = sidecar_with(config).await;
+    let spin = |ms| {
+        let mut request = demo_request("while True:\n    pass\n");
+        request.limits.cpu_time_ms = ms;
+        request
+    };
+    // A computes on the only slot; B waits in the one queue place.
+    let a = {
+        let (client, request) = (client.clone(), spin(1500));
+        tokio::spawn(async move { client.run(request, Recorder::new().as_ref()).await })
+    };
+    let counters = &sidecar.sidecar;
+    eventually(Duration::from_secs(30), "A computes", || counters.free_slots() == 0).await;
+    let b = {
+        let client = client.clone();
+        tokio::spawn(async move { client.run(demo_request("'b done'"), Recorder::new().as_ref()).await })
+    };
+    eventually(Duration::from_secs(30), "B is queued", || counters.queued_runs() == 1).await;
+
+    let refused = client.run(demo_request("'c'"), Recorder::new().as_ref()).await.unwrap_err();
+    match refused {
+        tether_backend::ClientError::Status(status) => {
+            assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+            assert!(status.message().contains("queued"), "{status:?}");
+        }
+        other => panic!("expected RESOURCE_EXHAUSTED, got {other:?}"),
+    }
+    assert_eq!(a.await.unwrap().unwrap().error_kind(), "cpu_time_limit");
+    assert_eq!(b.await.unwrap().unwrap().result, Some(json!("b done")), "the queued run ran once the slot freed");
+}
