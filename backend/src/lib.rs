@@ -5,7 +5,7 @@
 //! - [`handler`]: [`CallHandler`], the trait through which a backend answers
 //!   every call a script makes
 //! - [`outcome`]: [`RunOutcome`], how a run ended
-//! - [`error`]: [`ClientError`]
+//! - [`error`]: [`ClientError`], why a run could not be carried out
 //! - [`turn`]: [`Turn`] — the one execution path every tool call goes through,
 //!   the model's and every script's: checks, approval, audit log, effect ledger
 

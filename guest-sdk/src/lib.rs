@@ -4,7 +4,7 @@
 //! The wire format is the `tether_v1` ABI documented in `guest-sdk/README.md`:
 //! JSON documents passed through four host imports. [`wire`] holds the
 //! documents (usable on any target, so hosts and tests share them); the calls
-//! that need the host ([`start`], [`call`], [`call_batch`], [`finish`]) exist
+//! that need the host (`start`, `call`, `call_batch`, `finish`) exist
 //! only on `wasm32`.
 
 pub mod wire;

@@ -1,9 +1,9 @@
 //! How runs fail, who is to blame, and what the backend is told.
 //!
-//! [`RunEnd`] is every way a run can end. [`RunEnd::into_finished`] turns it
-//! into the `Finished` message; [`RunEnd::status`] into a gRPC status where the
-//! stream itself must fail. Those two functions are the only places that
-//! decide what a backend sees.
+//! [`RunEnd`] is every way a run can end; [`RunEnd::into_finished`] turns it
+//! into the `Finished` message. [`RejectRun`] is every way the stream itself
+//! fails; its `From` impl turns it into a gRPC status. Those two are the only
+//! places that decide what a backend sees.
 
 use std::time::Duration;
 use tether_guest::ScriptError;
@@ -78,6 +78,18 @@ pub enum RunEnd {
 }
 
 impl RunEnd {
+    /// A short name for logs: `completed`, `script_failed`, a limit's kind, …
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunEnd::Completed(_) => "completed",
+            RunEnd::ScriptFailed(_) => "script_failed",
+            RunEnd::Limit(limit) => limit.names().0,
+            RunEnd::Cancelled(_) => "cancelled",
+            RunEnd::GuestFault(_) => "guest_fault",
+            RunEnd::Internal(_) => "internal",
+        }
+    }
+
     /// The `Finished` message for this end, with output and stats attached.
     pub fn into_finished(self, output: (String, String, bool), stats: pb::RunStats) -> pb::Finished {
         let (stdout, stderr, output_truncated) = output;
@@ -144,9 +156,6 @@ pub enum RejectRun {
     /// The admission queue is full.
     #[error("the sidecar is at capacity: `{0}` runs are already queued for an execution slot; retry later")]
     QueueFull(usize),
-    /// A size limit on the request.
-    #[error("{0}")]
-    TooLarge(String),
 }
 
 impl From<RejectRun> for Status {
@@ -154,7 +163,6 @@ impl From<RejectRun> for Status {
         match reject {
             RejectRun::Protocol(_) | RejectRun::UnknownLanguage(_) => Status::invalid_argument(reject.to_string()),
             RejectRun::QueueFull(_) => Status::resource_exhausted(reject.to_string()),
-            RejectRun::TooLarge(_) => Status::invalid_argument(reject.to_string()),
         }
     }
 }

@@ -162,7 +162,7 @@ impl RunTask {
         match &run_end {
             RunEnd::Internal(cause) => tracing::error!(%cause, "run failed in the sidecar"),
             RunEnd::GuestFault(cause) => tracing::warn!(%cause, "the guest crashed"),
-            other => tracing::info!(end = ?std::mem::discriminant(other), "run ended"),
+            other => tracing::info!(end = other.kind(), "run ended"),
         }
         let stats = pb::RunStats {
             calls: stats.calls.load(Ordering::Relaxed),
