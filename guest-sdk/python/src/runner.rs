@@ -38,6 +38,13 @@ use crate::{
 /// callbacks, then a nested `==`) still runs with a 256 KiB `max_wasm_stack`.
 pub const MAX_RECURSION_DEPTH: usize = 400;
 
+/// How long one run may sleep in total (`time.sleep`, `asyncio.sleep`).
+///
+/// A sleeping script holds its execution slot (a tool wait gives it back), so
+/// a script that sleeps in a loop would starve other runs until its deadline.
+/// Past the budget, `time.sleep` raises; pending `asyncio.sleep`s end early.
+pub const MAX_TOTAL_SLEEP: Duration = Duration::from_secs(10);
+
 /// Runs `doc`'s script to its outcome. `call_batch` sends tool calls to the
 /// host and returns one result per call, in order; `printer` receives the
 /// script's output and is flushed before every batch and at the end.
@@ -45,6 +52,15 @@ pub fn run<W: Write>(
     doc: &StartDoc,
     call_batch: impl FnMut(Vec<CallRequest>) -> Vec<CallResult>,
     printer: &mut Printer<W>,
+) -> Outcome {
+    run_with_sleep_budget(doc, call_batch, printer, MAX_TOTAL_SLEEP)
+}
+
+fn run_with_sleep_budget<W: Write>(
+    doc: &StartDoc,
+    call_batch: impl FnMut(Vec<CallRequest>) -> Vec<CallResult>,
+    printer: &mut Printer<W>,
+    sleep_left: Duration,
 ) -> Outcome {
     let bindings = Bindings::new(&doc.tools);
     let compiled = MontyRun::new(doc.source.clone(), SCRIPT_NAME, bindings.input_names(), CompileOptions::default());
@@ -56,8 +72,14 @@ pub fn run<W: Write>(
     // memory cap); only the depth needs a limit in here.
     let limits = ResourceLimits::default().max_recursion_depth(MAX_RECURSION_DEPTH);
     let inputs = bindings.input_values(&doc.input);
-    let mut session =
-        Session { bindings, printer, call_batch, pending_calls: BTreeMap::new(), pending_sleeps: BTreeMap::new() };
+    let mut session = Session {
+        bindings,
+        printer,
+        call_batch,
+        pending_calls: BTreeMap::new(),
+        pending_sleeps: BTreeMap::new(),
+        sleep_left,
+    };
     let started = program.start(inputs, ResourceTracker::new(limits), session.print());
     let outcome = session.drive(started);
     session.printer.flush();
@@ -74,6 +96,8 @@ struct Session<'p, W: Write, F> {
     pending_calls: BTreeMap<u32, CallRequest>,
     /// `asyncio.sleep` awaitables not yet resolved, and when they are due.
     pending_sleeps: BTreeMap<u32, Instant>,
+    /// What is left of [`MAX_TOTAL_SLEEP`].
+    sleep_left: Duration,
 }
 
 type Step = Result<RunProgress, MontyException>;
@@ -137,6 +161,13 @@ impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> 
     fn os_call(&mut self, call: OsCall) -> Step {
         match sandbox::answer(&call.function_call) {
             OsAnswer::Refuse(exception) => call.resume(exception, self.print()),
+            OsAnswer::Sleep(_) | OsAnswer::AsyncSleep(_) if self.sleep_left.is_zero() => {
+                let message = format!(
+                    "this script has slept its `{}` s in total; a sleeping script holds an execution slot, so wait on tools instead",
+                    MAX_TOTAL_SLEEP.as_secs()
+                );
+                call.resume(MontyException::new(ExcType::RuntimeError, Some(message)), self.print())
+            }
             OsAnswer::Sleep(duration) => {
                 self.sleep(duration);
                 call.resume(MontyObject::none(), self.print())
@@ -216,6 +247,8 @@ impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> 
 
     fn sleep(&mut self, duration: Duration) {
         self.printer.flush();
+        let duration = duration.min(self.sleep_left);
+        self.sleep_left -= duration;
         if !duration.is_zero() {
             thread::sleep(duration);
         }
@@ -519,6 +552,27 @@ results = await main()
         let error = &failure(&run_script("{1, 2}"));
         assert_eq!((error.kind.as_str(), error.exception_type.as_str()), ("runtime_error", "TypeError"));
         assert!(error.message.starts_with("the script's result is not JSON-serializable"), "{}", error.message);
+    }
+
+    #[test]
+    fn sleeping_past_the_total_budget_raises() {
+        let doc = StartDoc {
+            abi: tether_guest::ABI_VERSION,
+            language: "python".into(),
+            source: "import time\ntime.sleep(0.03)\ntime.sleep(0.03)\ntime.sleep(0.03)\n".into(),
+            input: Value::Null,
+            tools: Vec::new(),
+            max_calls: 50,
+        };
+        let mut printer = Printer::new(Vec::new());
+        let outcome = run_with_sleep_budget(&doc, |_| Vec::new(), &mut printer, Duration::from_millis(50));
+        match outcome {
+            Outcome::Err(error) => {
+                assert_eq!((error.exception_type.as_str(), error.line), ("RuntimeError", 4), "{error:?}");
+                assert!(error.message.contains("slept"), "{error:?}");
+            }
+            Outcome::Ok(value) => panic!("sleeping past the budget completed with {value}"),
+        }
     }
 
     #[test]
