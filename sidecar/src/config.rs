@@ -97,6 +97,9 @@ pub struct SidecarConfig {
     /// Runs that may wait for an execution slot; past it a new run is refused
     /// with RESOURCE_EXHAUSTED. Default 1,024.
     pub max_queued_runs: usize,
+    /// Guest memory all runs may hold together; a run that would pass it ends
+    /// with a memory-limit error. Default 8 GiB.
+    pub total_memory_bytes: u64,
     /// Where compiled guests are cached across restarts. `None`: the user
     /// cache directory (`$XDG_CACHE_HOME/tether`, else `~/.cache/tether`).
     pub cache_dir: Option<PathBuf>,
@@ -112,6 +115,7 @@ impl Default for SidecarConfig {
             slots: std::thread::available_parallelism().map_or(2, |n| n.get()),
             max_waiting_runs: 256,
             max_queued_runs: 1024,
+            total_memory_bytes: 8 << 30,
             cache_dir: None,
             extra_runtimes: Vec::new(),
         }

@@ -26,6 +26,12 @@ pub enum LimitExceeded {
         /// The cap.
         limit_bytes: u64,
     },
+    /// The sidecar's guest memory for all runs together is in use.
+    #[error("the sidecar's `{total_bytes}` bytes of guest memory are in use by other runs; retry later or use less memory")]
+    SidecarMemory {
+        /// The sidecar's budget.
+        total_bytes: u64,
+    },
     /// The run's wall deadline passed (the turn's deadline).
     #[error("the run passed its deadline of `{}` ms (the turn's deadline)", limit.as_millis())]
     Deadline {
@@ -51,6 +57,7 @@ impl LimitExceeded {
         match self {
             LimitExceeded::CpuTime { .. } => ("cpu_time_limit", "cpu_time_ms"),
             LimitExceeded::Memory { .. } => ("memory_limit", "memory_bytes"),
+            LimitExceeded::SidecarMemory { .. } => ("memory_limit", "total_memory_bytes"),
             LimitExceeded::Deadline { .. } => ("deadline", "deadline_ms"),
             LimitExceeded::ScriptSize { .. } => ("size_limit", "max_script_bytes"),
             LimitExceeded::Stack => ("stack_limit", "stack"),

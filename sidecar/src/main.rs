@@ -34,6 +34,9 @@ struct Args {
     /// Guest memory in MiB.
     #[arg(long, default_value_t = 256)]
     memory_mib: u64,
+    /// Guest memory of all runs together, in MiB.
+    #[arg(long, default_value_t = 8192)]
+    total_memory_mib: u64,
     /// stdout + stderr bytes kept per run.
     #[arg(long, default_value_t = 1 << 20)]
     output_bytes: u64,
@@ -71,6 +74,7 @@ async fn main() -> anyhow::Result<()> {
             deadline: Duration::from_secs(args.deadline_seconds),
         },
         max_waiting_runs: args.max_waiting_runs,
+        total_memory_bytes: args.total_memory_mib << 20,
         cache_dir: args.cache_dir,
         ..SidecarConfig::default()
     };

@@ -4,11 +4,12 @@ use crate::abi::HostLink;
 use crate::config::Limits;
 use crate::cpu::CpuMeter;
 use crate::error::{LimitExceeded, RejectRun, RunEnd};
-use crate::memory::MemoryLimiter;
+use crate::memory::{MemoryBudget, MemoryLimiter};
 use crate::output::{CapturedOutput, Stream};
 use crate::state::RunState;
 use crate::calls::CallPort;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tether_guest::{Outcome, StartDoc, ToolSpec};
 use tether_proto::pb;
 use wasmtime::{InstancePre, Store, Trap, UpdateDeadline};
@@ -88,15 +89,25 @@ impl RunPlan {
     }
 }
 
+/// What a run is measured and charged against.
+#[derive(Debug)]
+pub struct Meters<'a> {
+    /// The run's CPU time.
+    pub cpu: Arc<CpuMeter>,
+    /// The sidecar's guest memory budget.
+    pub memory: Arc<MemoryBudget>,
+    /// Where the run's peak memory is reported.
+    pub peak_memory: &'a AtomicU64,
+}
+
 /// Runs the guest to its end. The caller bounds it by the deadline and drops
-/// it on cancellation; dropping it frees the instance at once.
+/// it on cancellation; dropping it frees the instance (and its memory) at once.
 pub async fn execute(
     pre: &InstancePre<RunState>,
     plan: &RunPlan,
     calls: CallPort,
     output: &CapturedOutput,
-    cpu: Arc<CpuMeter>,
-    peak_memory: &std::sync::atomic::AtomicU64,
+    meters: Meters<'_>,
 ) -> RunEnd {
     if plan.source_bytes > plan.limits.script_bytes {
         return RunEnd::Limit(LimitExceeded::ScriptSize { size: plan.source_bytes, limit: plan.limits.script_bytes });
@@ -107,13 +118,14 @@ pub async fn execute(
         .build_p1();
     let state = RunState {
         wasi,
-        limiter: MemoryLimiter::new(plan.limits.memory_bytes),
+        limiter: MemoryLimiter::new(plan.limits.memory_bytes, meters.memory),
         host: HostLink::new(plan.start_doc.clone(), calls),
     };
     let mut store = Store::new(pre.module().engine(), state);
     store.limiter(|state| &mut state.limiter);
     let cpu_limit = plan.limits.cpu_time;
     store.set_epoch_deadline(1);
+    let cpu = meters.cpu;
     store.epoch_deadline_callback(move |_| {
         if cpu.used() > cpu_limit {
             return Err(LimitExceeded::CpuTime { limit: cpu_limit }.into());
@@ -123,7 +135,7 @@ pub async fn execute(
     });
 
     let end = run_guest(pre, &mut store).await;
-    peak_memory.store(store.data().limiter.peak_bytes() as u64, std::sync::atomic::Ordering::Relaxed);
+    meters.peak_memory.store(store.data().limiter.peak_bytes() as u64, Ordering::Relaxed);
     end
 }
 

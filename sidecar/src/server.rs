@@ -3,6 +3,7 @@
 
 use crate::config::SidecarConfig;
 use crate::engine::{EngineError, SandboxEngine};
+use crate::memory::MemoryBudget;
 use crate::service::{Shared, SidecarService};
 use crate::slots::Capacity;
 use std::future::Future;
@@ -42,7 +43,9 @@ impl Sidecar {
     pub fn new(config: SidecarConfig) -> Result<Sidecar, SidecarError> {
         let engine = SandboxEngine::new(&config)?;
         let capacity = Arc::new(Capacity::new(config.slots, config.max_queued_runs, config.max_waiting_runs));
-        let shared = Shared { engine, config, capacity, tasks: TaskTracker::new(), shutdown: CancellationToken::new() };
+        let memory = MemoryBudget::new(config.total_memory_bytes);
+        let shared =
+            Shared { engine, config, capacity, memory, tasks: TaskTracker::new(), shutdown: CancellationToken::new() };
         Ok(Sidecar { shared: Arc::new(shared) })
     }
 
@@ -118,6 +121,11 @@ impl Sidecar {
     /// Runs queued for their first execution slot now.
     pub fn queued_runs(&self) -> usize {
         self.shared.capacity.queued().current()
+    }
+
+    /// Guest memory held by live runs now, in bytes.
+    pub fn guest_memory_bytes(&self) -> u64 {
+        self.shared.memory.used()
     }
 
     /// Execution slots free now.

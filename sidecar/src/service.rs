@@ -12,6 +12,7 @@ use crate::config::SidecarConfig;
 use crate::cpu::{CpuMeter, Metered};
 use crate::engine::SandboxEngine;
 use crate::error::{LimitExceeded, RejectRun, RunEnd};
+use crate::memory::MemoryBudget;
 use crate::output::CapturedOutput;
 use crate::run::{self, RunPlan};
 use crate::slots::{Capacity, GaugePlace};
@@ -35,6 +36,7 @@ pub struct Shared {
     pub(crate) engine: SandboxEngine,
     pub(crate) config: SidecarConfig,
     pub(crate) capacity: Arc<Capacity>,
+    pub(crate) memory: Arc<MemoryBudget>,
     pub(crate) tasks: TaskTracker,
     pub(crate) shutdown: CancellationToken,
 }
@@ -133,7 +135,8 @@ impl RunTask {
             let Some(pre) = shared.engine.runtime(&plan.language) else {
                 return RunEnd::Internal(format!("runtime `{}` vanished", plan.language));
             };
-            run::execute(pre, &plan, port, &output, cpu.clone(), &peak_memory).await
+            let meters = run::Meters { cpu: cpu.clone(), memory: shared.memory.clone(), peak_memory: &peak_memory };
+            run::execute(pre, &plan, port, &output, meters).await
         };
         let guest = Metered::new(guest, cpu.clone());
         let deadline = tokio::time::sleep(plan.limits.deadline);

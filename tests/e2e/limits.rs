@@ -314,3 +314,30 @@ async fn past_the_admission_queue_a_run_is_refused_with_resource_exhausted() {
     a.abort();
     assert_eq!(b.await.unwrap().unwrap().result, Some(json!("b done")), "the queued run ran once the slot freed");
 }
+
+#[tokio::test]
+async fn runs_share_the_sidecar_memory_budget() {
+    let config = SidecarConfig { total_memory_bytes: 96 << 20, ..test_config() };
+    let (sidecar, client) = sidecar_with(config).await;
+    let rust = |script: &str| RunRequest { language: RUST_GUEST.into(), tools: test_tools(), ..RunRequest::python("r", script) };
+    // A takes 64 MiB and keeps it while it waits on a tool.
+    let holder = Recorder::new();
+    let a = {
+        let (client, holder, request) = (client.clone(), holder.clone(), rust("alloc 64\ncall hold {}"));
+        tokio::spawn(async move { client.run(request, holder.as_ref()).await })
+    };
+    tokio::time::timeout(Duration::from_secs(60), holder.entered.notified()).await.unwrap();
+    assert!(sidecar.sidecar.guest_memory_bytes() >= 64 << 20);
+
+    let b = client.run(rust("alloc 64"), Recorder::new().as_ref()).await.unwrap();
+    assert_eq!(b.status, pb::RunStatus::LimitExceeded, "{b:?}");
+    let error = b.error.unwrap();
+    assert_eq!((error.kind.as_str(), error.limit.as_str()), ("memory_limit", "total_memory_bytes"), "{error:?}");
+
+    holder.release();
+    assert!(a.await.unwrap().unwrap().is_ok());
+    let counters = &sidecar.sidecar;
+    eventually(Duration::from_secs(5), "A's memory is given back", || counters.guest_memory_bytes() == 0).await;
+    let b_again = client.run(rust("alloc 64"), Recorder::new().as_ref()).await.unwrap();
+    assert!(b_again.is_ok(), "{b_again:?}");
+}
