@@ -57,7 +57,7 @@ impl PendingCalls {
         self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn expect(&self, id: &str) -> oneshot::Receiver<pb::ToolResult> {
+    fn register(&self, id: &str) -> oneshot::Receiver<pb::ToolResult> {
         let (sender, receiver) = oneshot::channel();
         self.lock().insert(id.to_owned(), sender);
         receiver
@@ -227,7 +227,7 @@ impl CallPort {
         for call in &mut calls {
             call.batch = self.batches;
             call.batch_size = batch_size;
-            answers.push(self.pending.expect(&call.id));
+            answers.push(self.pending.register(&call.id));
         }
         for call in &calls {
             tracing::debug!(call_id = %call.id, tool = %call.name, "tool call sent");
