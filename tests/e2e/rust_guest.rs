@@ -44,3 +44,16 @@ async fn a_crashing_guest_is_a_script_error_and_harms_nothing() {
     assert_eq!(outcome.stdout, "before\n", "output up to the crash is kept");
     assert_still_works(&client).await;
 }
+
+#[tokio::test]
+async fn a_guest_that_breaks_the_abi_is_stopped_and_harms_nothing() {
+    let (_sidecar, client) = sidecar().await;
+    for (script, mentions) in [("bad-pointer", "out of bounds"), ("bad-take", "no response staged")] {
+        let request = RunRequest { language: RUST_GUEST.into(), ..RunRequest::python("bad", script) };
+        let outcome = client.run(request, Recorder::new().as_ref()).await.unwrap();
+        assert_eq!(outcome.error_kind(), "guest_fault", "{script}: {outcome:?}");
+        let message = outcome.error.unwrap().message;
+        assert!(message.contains(mentions), "{script}: {message}");
+    }
+    assert_still_works(&client).await;
+}

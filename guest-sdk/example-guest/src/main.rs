@@ -12,6 +12,7 @@
 //! | `recurse` | recurses until the stack runs out |
 //! | `trap` | executes `unreachable` |
 //! | `fail MESSAGE` | ends with a script error |
+//! | `bad-pointer` / `bad-take` | breaks the ABI: a call with an out-of-bounds buffer / `take_response` with nothing staged |
 //!
 //! The result is the list of every call result, in order.
 
@@ -59,10 +60,28 @@ fn run(script: &str) -> Result<Vec<Value>, String> {
             "recurse" => results.push(json!(recurse(0, std::hint::black_box(1)))),
             "trap" => std::process::abort(),
             "fail" => return Err(rest.to_owned()),
+            "bad-pointer" => {
+                // SAFETY: deliberately wrong; the host must refuse it without reading.
+                let _ = unsafe { raw::call(u32::MAX - 16, 1 << 20) };
+            }
+            "bad-take" => {
+                let mut buffer = [0u8; 16];
+                // SAFETY: the buffer is valid; nothing is staged, which the host must refuse.
+                let _ = unsafe { raw::take_response(buffer.as_mut_ptr(), buffer.len() as u32) };
+            }
             other => return Err(format!("line {number}: unknown command `{other}`")),
         }
     }
     Ok(results)
+}
+
+/// The raw `tether_v1` imports, for the commands that break the ABI on purpose.
+mod raw {
+    #[link(wasm_import_module = "tether_v1")]
+    unsafe extern "C" {
+        pub(crate) fn call(ptr: u32, len: u32) -> u32;
+        pub(crate) fn take_response(ptr: *mut u8, len: u32) -> u32;
+    }
 }
 
 fn parse_call(text: &str) -> Result<CallRequest, String> {
