@@ -7,9 +7,12 @@
 //! drops the stream, and the sidecar ends the script at once.
 
 use crate::error::ClientError;
-use crate::handler::{CallHandler, ScriptCall, ToolOutcome};
+use crate::handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
 use crate::outcome::RunOutcome;
+use crate::turn::ToolDef;
+use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
+use tether_codes::Reason;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -29,17 +32,6 @@ pub struct SidecarClient {
     grpc: sidecar_client::SidecarClient<Channel>,
 }
 
-/// A tool as the model sees it: the script gets the same list.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolDef {
-    /// The tool's name.
-    pub name: String,
-    /// What it does.
-    pub description: String,
-    /// The JSON Schema of its arguments.
-    pub input_schema: Value,
-}
-
 /// What to run.
 #[derive(Debug, Clone, Default)]
 pub struct RunRequest {
@@ -55,7 +47,8 @@ pub struct RunRequest {
     pub language: String,
     /// The value the script reads as `input`.
     pub input: Value,
-    /// The turn's tools.
+    /// The tools the script may call (the turn's list as the model sees it,
+    /// less what a script may not call).
     pub tools: Vec<ToolDef>,
     /// Limits for this run; unset fields use the sidecar's.
     pub limits: pb::Limits,
@@ -155,34 +148,41 @@ impl SidecarClient {
             outbound.send(start).await.map_err(|_| ClientError::Protocol("the outbound queue closed".into()))?;
             let mut inbound = self.grpc.clone().run(ReceiverStream::new(receiver)).await?.into_inner();
 
-            let mut in_flight = FuturesUnordered::new();
-            let mut cap_exceeded = None;
+            // Calls being served; refusals being recorded (these finish even
+            // after `Finished`: they are part of the run's record).
+            let mut in_flight: FuturesUnordered<BoxFuture<'_, pb::ToolResult>> = FuturesUnordered::new();
+            let mut recording: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
             let mut cancel_sent = false;
             loop {
                 tokio::select! {
+                    // Biased: a refusal already received is recorded (its
+                    // first, synchronous part) before later calls start, so
+                    // the run's records follow the script's order.
+                    biased;
+                    Some(()) = recording.next() => {}
+                    Some(result) = in_flight.next() => {
+                        let message = pb::BackendMessage { kind: Some(backend_message::Kind::ToolResult(result)) };
+                        // A closed queue means the stream is over; `Finished` or an error follows.
+                        let _ = outbound.send(message).await;
+                    }
                     message = inbound.message() => {
                         let Some(message) = message? else {
                             return Err(ClientError::Protocol("the stream ended without `Finished`".into()));
                         };
                         match message.kind {
-                            Some(sidecar_message::Kind::ToolCall(call)) => in_flight.push(serve(handler, call)),
+                            Some(sidecar_message::Kind::ToolCall(call)) => in_flight.push(Box::pin(serve(handler, call))),
+                            Some(sidecar_message::Kind::CallRefused(refused)) => {
+                                recording.push(Box::pin(record_refusal(handler, refused)));
+                            }
                             Some(sidecar_message::Kind::Output(output)) => {
                                 handler.output(output.stream(), &output.data);
                             }
-                            Some(sidecar_message::Kind::CallCapExceeded(breach)) => {
-                                handler.call_cap_exceeded(&breach);
-                                cap_exceeded = Some(breach);
-                            }
                             Some(sidecar_message::Kind::Finished(finished)) => {
-                                return Ok(RunOutcome::from_finished(finished, cap_exceeded));
+                                while recording.next().await.is_some() {}
+                                return Ok(RunOutcome::from_finished(finished));
                             }
                             None => return Err(ClientError::Protocol("a sidecar message with no content".into())),
                         }
-                    }
-                    Some(result) = in_flight.next() => {
-                        let message = pb::BackendMessage { kind: Some(backend_message::Kind::ToolResult(result)) };
-                        // A closed queue means the stream is over; `Finished` or an error follows.
-                        let _ = outbound.send(message).await;
                     }
                     () = cancel.cancelled(), if !cancel_sent => {
                         cancel_sent = true;
@@ -202,13 +202,36 @@ async fn serve(handler: &dyn CallHandler, call: pb::ToolCall) -> pb::ToolResult 
     async move {
         let outcome = match serde_json::from_str(&call.args_json) {
             Ok(args) => {
-                let script_call = ScriptCall { id: call.id.clone(), name: call.name, args, batch: call.batch, batch_size: call.batch_size };
+                let script_call = ScriptCall {
+                    id: call.id.clone(),
+                    name: call.name,
+                    args,
+                    batch: call.batch,
+                    batch_size: call.batch_size,
+                    max_result_bytes: call.max_result_bytes,
+                };
                 handler.call(script_call).await
             }
-            Err(error) => ToolOutcome::failed("invalid_arguments", format!("the arguments are not valid JSON: {error}")),
+            Err(error) => {
+                let reason = Reason::ArgumentsNotJson { error: error.to_string() };
+                ToolOutcome::failed(reason.code().as_str(), reason.message())
+            }
         };
         outcome.into_proto(call.id)
     }
     .instrument(span)
     .await
+}
+
+async fn record_refusal(handler: &dyn CallHandler, refused: pb::CallRefused) {
+    let failure = refused.failure.unwrap_or_default();
+    let call = RefusedCall {
+        id: refused.id,
+        name: refused.name,
+        args_json: refused.args_json,
+        args_truncated: refused.args_truncated,
+        code: failure.code,
+        message: failure.message,
+    };
+    handler.refused(call).await;
 }

@@ -16,6 +16,29 @@ pub struct ScriptCall {
     pub batch: u32,
     /// How many calls the batch holds.
     pub batch_size: u32,
+    /// The most bytes the result may have as JSON (the run's
+    /// `max_result_bytes`); a larger one does not reach the script.
+    pub max_result_bytes: u64,
+}
+
+/// A call the sidecar refused by itself (past the per-script cap, arguments
+/// not an object or too large, too many runs waiting on tools). The script
+/// already has its answer; the backend records the call so every call a
+/// script made is audited.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefusedCall {
+    /// `<parent call id>/<n>`, n counting from 1.
+    pub id: String,
+    /// The tool the script named.
+    pub name: String,
+    /// The arguments as JSON text, cut to at most 4 KiB.
+    pub args_json: String,
+    /// True when `args_json` was cut.
+    pub args_truncated: bool,
+    /// The code the script got.
+    pub code: String,
+    /// The message the script got.
+    pub message: String,
 }
 
 /// What a call produced: a value, or the failure-shaped result (refusal,
@@ -63,6 +86,8 @@ pub trait CallHandler: Send + Sync {
     /// the outcome).
     fn output(&self, _stream: pb::OutputStream, _data: &[u8]) {}
 
-    /// The script passed its call cap. Sent once per run; default: ignored.
-    fn call_cap_exceeded(&self, _breach: &pb::CallCapExceeded) {}
+    /// The sidecar refused a call by itself; the script already has its
+    /// answer. Past the per-script cap this comes once, for the first refused
+    /// call. Default: ignored.
+    async fn refused(&self, _call: RefusedCall) {}
 }

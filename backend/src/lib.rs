@@ -15,9 +15,9 @@ pub mod handler;
 pub mod outcome;
 pub mod turn;
 
-pub use client::{RunRequest, SidecarClient, ToolDef};
+pub use client::{RunRequest, SidecarClient};
 pub use error::ClientError;
-pub use handler::{CallHandler, ScriptCall, ToolOutcome};
+pub use handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
 pub use outcome::RunOutcome;
-pub use turn::{CallOrigin, CallRequest, CallResult, Code, ScriptTool, SqliteAuditStore, Step, Turn, TurnBuilder};
+pub use turn::{CallOrigin, CallRequest, CallResult, Code, ScriptTool, SqliteAuditStore, Step, ToolDef, Turn, TurnBuilder};
 pub use tether_proto::pb;

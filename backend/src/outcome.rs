@@ -20,12 +20,10 @@ pub struct RunOutcome {
     pub error: Option<pb::RunError>,
     /// What the run used.
     pub stats: pb::RunStats,
-    /// Set when the script passed its call cap.
-    pub call_cap_exceeded: Option<pb::CallCapExceeded>,
 }
 
 impl RunOutcome {
-    pub(crate) fn from_finished(finished: pb::Finished, call_cap_exceeded: Option<pb::CallCapExceeded>) -> RunOutcome {
+    pub(crate) fn from_finished(finished: pb::Finished) -> RunOutcome {
         let status = pb::RunStatus::try_from(finished.status).unwrap_or(pb::RunStatus::Unspecified);
         let result = if finished.result_json.is_empty() { None } else { serde_json::from_str(&finished.result_json).ok() };
         RunOutcome {
@@ -36,7 +34,6 @@ impl RunOutcome {
             output_truncated: finished.output_truncated,
             error: finished.error,
             stats: finished.stats.unwrap_or_default(),
-            call_cap_exceeded,
         }
     }
 

@@ -67,7 +67,8 @@ pub fn call_batch(calls: Vec<CallRequest>) -> Vec<CallResult> {
         Ok(results) => results.results,
         Err(error) => {
             let message = format!("the host sent a result this guest cannot read: {error}");
-            vec![CallResult::Err(crate::Failure { code: "invalid_result".into(), message }); count]
+            let failure = crate::Failure { code: tether_codes::Code::InvalidResult.as_str().into(), message };
+            vec![CallResult::Err(failure); count]
         }
     };
     results.resize_with(count, || CallResult::Err(missing_result()));
@@ -75,7 +76,7 @@ pub fn call_batch(calls: Vec<CallRequest>) -> Vec<CallResult> {
 }
 
 fn missing_result() -> crate::Failure {
-    crate::Failure { code: "internal".into(), message: "the host returned no result for this call".into() }
+    crate::Failure::from(&tether_codes::Reason::MissingResult)
 }
 
 /// Reports how the script ended. Call it once, then return from `main`.

@@ -36,11 +36,10 @@ pub struct StartDoc {
     /// The run's input value (`null` when the backend gave none).
     #[serde(default)]
     pub input: Value,
-    /// The turn's tools, the same list the model sees.
+    /// The tools the script may call: the turn's list as the model sees it,
+    /// less what a script may not call.
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
-    /// The per-script call cap in force, so a guest can tell its author.
-    pub max_calls: u32,
 }
 
 /// One tool of the turn.
@@ -100,10 +99,17 @@ pub enum CallResult {
 /// Why a call produced no value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
-    /// A stable machine code, e.g. `"tool_not_found"`, `"approval_denied"`.
+    /// A stable machine code, e.g. `"tool_not_found"`, `"approval_denied"`:
+    /// one of [`tether_codes::Code`], or a tool's own code.
     pub code: String,
     /// A human-readable reason.
     pub message: String,
+}
+
+impl From<&tether_codes::Reason> for Failure {
+    fn from(reason: &tether_codes::Reason) -> Self {
+        Failure { code: reason.code().as_str().to_owned(), message: reason.message() }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -163,6 +169,9 @@ pub struct ScriptError {
     /// The 1-based script line the error points at; 0 when unknown.
     #[serde(default)]
     pub line: u32,
+    /// For a limit the guest itself enforces: the limit's name (e.g. "sleep_ms"); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub limit: String,
 }
 
 #[derive(Serialize, Deserialize)]

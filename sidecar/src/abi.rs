@@ -5,16 +5,24 @@
 //! `finish` records the script's outcome. A guest that breaks the ABI (a bad
 //! pointer, an unreadable document, `take_response` with nothing staged) is
 //! ended with a trap that says what it did wrong.
+//!
+//! The imports reach a run's state only through [`AbiView`], so this module
+//! knows nothing of the rest of the store.
 
 use crate::calls::CallPort;
-use crate::state::RunState;
 use tether_guest::wire::{CallBatch, CallResults};
 use tether_guest::{IMPORT_MODULE, Outcome};
 use wasmtime::{Caller, Linker, Memory};
 
+/// How the `tether_v1` imports reach their part of a store's state.
+pub(crate) trait AbiView: Send + 'static {
+    /// The run's guest-facing state.
+    fn abi(&mut self) -> &mut HostLink;
+}
+
 /// The guest-facing state of one run.
 #[derive(Debug)]
-pub struct HostLink {
+pub(crate) struct HostLink {
     start_doc: Vec<u8>,
     staged: Option<Vec<u8>>,
     outcome: Option<Outcome>,
@@ -24,12 +32,12 @@ pub struct HostLink {
 impl HostLink {
     /// A link that hands the guest `start_doc` (a serialized `StartDoc`) and
     /// sends its calls through `calls`.
-    pub fn new(start_doc: Vec<u8>, calls: CallPort) -> Self {
+    pub(crate) fn new(start_doc: Vec<u8>, calls: CallPort) -> Self {
         HostLink { start_doc, staged: None, outcome: None, calls }
     }
 
     /// The outcome the guest reported, if it did.
-    pub fn take_outcome(&mut self) -> Option<Outcome> {
+    pub(crate) fn take_outcome(&mut self) -> Option<Outcome> {
         self.outcome.take()
     }
 
@@ -42,29 +50,29 @@ impl HostLink {
 }
 
 /// Adds the `tether_v1` imports to `linker`.
-pub fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
-    linker.func_wrap(IMPORT_MODULE, "start", |mut caller: Caller<'_, RunState>| -> wasmtime::Result<u32> {
-        let host = &mut caller.data_mut().host;
+pub(crate) fn add_to_linker<T: AbiView>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    linker.func_wrap(IMPORT_MODULE, "start", |mut caller: Caller<'_, T>| -> wasmtime::Result<u32> {
+        let host = caller.data_mut().abi();
         let document = host.start_doc.clone();
         host.stage(document)
     })?;
 
-    linker.func_wrap_async(IMPORT_MODULE, "call", |mut caller: Caller<'_, RunState>, (ptr, len): (u32, u32)| {
+    linker.func_wrap_async(IMPORT_MODULE, "call", |mut caller: Caller<'_, T>, (ptr, len): (u32, u32)| {
         Box::new(async move {
             let bytes = read_guest(&mut caller, ptr, len)?;
             let batch: CallBatch = serde_json::from_slice(&bytes)
                 .map_err(|e| wasmtime::format_err!("guest fault: `tether_v1.call` got an unreadable batch: {e}"))?;
-            let results = caller.data_mut().host.calls.call_batch(batch.calls).await?;
+            let results = caller.data_mut().abi().calls.call_batch(batch.calls).await.map_err(wasmtime::Error::new)?;
             let document = serde_json::to_vec(&CallResults { results })?;
-            caller.data_mut().host.stage(document)
+            caller.data_mut().abi().stage(document)
         })
     })?;
 
     linker.func_wrap(
         IMPORT_MODULE,
         "take_response",
-        |mut caller: Caller<'_, RunState>, ptr: u32, len: u32| -> wasmtime::Result<u32> {
-            let document = caller.data_mut().host.staged.take().ok_or_else(|| {
+        |mut caller: Caller<'_, T>, ptr: u32, len: u32| -> wasmtime::Result<u32> {
+            let document = caller.data_mut().abi().staged.take().ok_or_else(|| {
                 wasmtime::format_err!("guest fault: `tether_v1.take_response` called with no response staged")
             })?;
             if document.len() != len as usize {
@@ -81,24 +89,24 @@ pub fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
         },
     )?;
 
-    linker.func_wrap(IMPORT_MODULE, "finish", |mut caller: Caller<'_, RunState>, ptr: u32, len: u32| {
+    linker.func_wrap(IMPORT_MODULE, "finish", |mut caller: Caller<'_, T>, ptr: u32, len: u32| {
         let bytes = read_guest(&mut caller, ptr, len)?;
         let outcome: Outcome = serde_json::from_slice(&bytes)
             .map_err(|e| wasmtime::format_err!("guest fault: `tether_v1.finish` got an unreadable outcome: {e}"))?;
-        caller.data_mut().host.outcome = Some(outcome);
+        caller.data_mut().abi().outcome = Some(outcome);
         Ok(())
     })?;
     Ok(())
 }
 
-fn guest_memory(caller: &mut Caller<'_, RunState>) -> wasmtime::Result<Memory> {
+fn guest_memory<T>(caller: &mut Caller<'_, T>) -> wasmtime::Result<Memory> {
     caller
         .get_export("memory")
         .and_then(|export| export.into_memory())
         .ok_or_else(|| wasmtime::format_err!("guest fault: the guest exports no `memory`"))
 }
 
-fn read_guest(caller: &mut Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Result<Vec<u8>> {
+fn read_guest<T>(caller: &mut Caller<'_, T>, ptr: u32, len: u32) -> wasmtime::Result<Vec<u8>> {
     let memory = guest_memory(caller)?;
     // Bounds first: `len` comes from the guest and must not size a host allocation.
     let data = memory.data(&*caller);

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 /// The CPU time one run's guest code has used.
 #[derive(Debug, Default)]
-pub struct CpuMeter {
+pub(crate) struct CpuMeter {
     /// Nanoseconds used in polls that have ended.
     finished_ns: AtomicU64,
     /// The thread CPU clock when the current poll began; 0 between polls.
@@ -38,7 +38,7 @@ fn thread_cpu_ns() -> u64 {
 impl CpuMeter {
     /// CPU time used so far, including the poll running now (when called from
     /// the thread that runs it, as the epoch callback is).
-    pub fn used(&self) -> Duration {
+    pub(crate) fn used(&self) -> Duration {
         let started = self.poll_started_ns.load(Ordering::Relaxed);
         let current = if started == 0 { 0 } else { thread_cpu_ns().saturating_sub(started) };
         Duration::from_nanos(self.finished_ns.load(Ordering::Relaxed) + current)
@@ -47,14 +47,14 @@ impl CpuMeter {
 
 /// A future whose polls are charged to a [`CpuMeter`].
 #[derive(Debug)]
-pub struct Metered<F> {
+pub(crate) struct Metered<F> {
     inner: Pin<Box<F>>,
     meter: Arc<CpuMeter>,
 }
 
 impl<F> Metered<F> {
     /// Charges every poll of `inner` to `meter`.
-    pub fn new(inner: F, meter: Arc<CpuMeter>) -> Self {
+    pub(crate) fn new(inner: F, meter: Arc<CpuMeter>) -> Self {
         Metered { inner: Box::pin(inner), meter }
     }
 }

@@ -43,8 +43,7 @@ pub enum EngineError {
 }
 
 /// wasmtime, configured once, with every runtime compiled and linked.
-pub struct SandboxEngine {
-    engine: Engine,
+pub(crate) struct SandboxEngine {
     runtimes: BTreeMap<String, InstancePre<RunState>>,
 }
 
@@ -60,7 +59,7 @@ impl SandboxEngine {
     ///
     /// # Errors
     /// If wasmtime cannot be set up or a guest does not load.
-    pub fn new(config: &SidecarConfig) -> Result<Self, EngineError> {
+    pub(crate) fn new(config: &SidecarConfig) -> Result<Self, EngineError> {
         let engine = Engine::new(&wasmtime_config(config)).map_err(EngineError::Setup)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state: &mut RunState| &mut state.wasi)
@@ -78,21 +77,16 @@ impl SandboxEngine {
             runtimes.insert(name, pre);
         }
         spawn_epoch_ticker(&engine).map_err(EngineError::Ticker)?;
-        Ok(SandboxEngine { engine, runtimes })
-    }
-
-    /// The wasmtime engine.
-    pub fn engine(&self) -> &Engine {
-        &self.engine
+        Ok(SandboxEngine { runtimes })
     }
 
     /// The linked runtime for a `Start.language`, if the sidecar has it.
-    pub fn runtime(&self, language: &str) -> Option<&InstancePre<RunState>> {
+    pub(crate) fn runtime(&self, language: &str) -> Option<&InstancePre<RunState>> {
         self.runtimes.get(language)
     }
 
     /// The names `Start.language` may take.
-    pub fn runtime_names(&self) -> Vec<String> {
+    pub(crate) fn runtime_names(&self) -> Vec<String> {
         self.runtimes.keys().cloned().collect()
     }
 }

@@ -2,10 +2,15 @@
 //!
 //! [`RunEnd`] is every way a run can end; [`RunEnd::into_finished`] turns it
 //! into the `Finished` message. [`RejectRun`] is every way the stream itself
-//! fails; its `From` impl turns it into a gRPC status. Those two are the only
-//! places that decide what a backend sees.
+//! fails; its `From` impl is the ONE place that maps to a gRPC status. Those
+//! two are the only places that decide what a backend sees.
+//!
+//! Blame: the guest (a limit, a script error, a fault), the caller (a
+//! cancellation, a protocol error, a backend that went away), or the host
+//! (internal: a generic message, the cause in the logs).
 
 use std::time::Duration;
+use tether_codes::RunErrorKind;
 use tether_guest::ScriptError;
 use tether_proto::pb;
 use tonic::Status;
@@ -13,7 +18,7 @@ use tonic::Status;
 /// A limit a guest passed. Carried as the error inside a wasmtime trap so the
 /// run can tell it from a guest fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LimitExceeded {
+pub(crate) enum LimitExceeded {
     /// The script computed for longer than its CPU budget.
     #[error("the script used more than its `{}` ms of CPU time; make it do less work, or split it", limit.as_millis())]
     CpuTime {
@@ -52,22 +57,22 @@ pub enum LimitExceeded {
 }
 
 impl LimitExceeded {
-    /// The `RunError.kind` / `RunError.limit` names of this limit.
-    fn names(&self) -> (&'static str, &'static str) {
+    /// The run error kind and the `RunError.limit` name of this limit.
+    fn names(&self) -> (RunErrorKind, &'static str) {
         match self {
-            LimitExceeded::CpuTime { .. } => ("cpu_time_limit", "cpu_time_ms"),
-            LimitExceeded::Memory { .. } => ("memory_limit", "memory_bytes"),
-            LimitExceeded::SidecarMemory { .. } => ("memory_limit", "total_memory_bytes"),
-            LimitExceeded::Deadline { .. } => ("deadline", "deadline_ms"),
-            LimitExceeded::ScriptSize { .. } => ("size_limit", "max_script_bytes"),
-            LimitExceeded::Stack => ("stack_limit", "stack"),
+            LimitExceeded::CpuTime { .. } => (RunErrorKind::CpuTimeLimit, "cpu_time_ms"),
+            LimitExceeded::Memory { .. } => (RunErrorKind::MemoryLimit, "memory_bytes"),
+            LimitExceeded::SidecarMemory { .. } => (RunErrorKind::MemoryLimit, "total_memory_bytes"),
+            LimitExceeded::Deadline { .. } => (RunErrorKind::Deadline, "deadline_ms"),
+            LimitExceeded::ScriptSize { .. } => (RunErrorKind::SizeLimit, "max_script_bytes"),
+            LimitExceeded::Stack => (RunErrorKind::StackLimit, "stack"),
         }
     }
 }
 
 /// Every way a run ends.
 #[derive(Debug)]
-pub enum RunEnd {
+pub(crate) enum RunEnd {
     /// The script completed with this JSON result.
     Completed(serde_json::Value),
     /// The script raised or did not compile.
@@ -80,57 +85,71 @@ pub enum RunEnd {
     /// `unreachable`, an abort). The guest is untrusted code, so this is its
     /// fault, reported to the backend as a script error with the trap.
     GuestFault(String),
+    /// The backend stopped reading the stream: nobody is left to tell, so no
+    /// `Finished` is sent. The caller's doing, not the guest's.
+    BackendGone,
     /// The sidecar failed.
     Internal(String),
 }
 
 impl RunEnd {
     /// A short name for logs: `completed`, `script_failed`, a limit's kind, …
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             RunEnd::Completed(_) => "completed",
             RunEnd::ScriptFailed(_) => "script_failed",
-            RunEnd::Limit(limit) => limit.names().0,
+            RunEnd::Limit(limit) => limit.names().0.as_str(),
             RunEnd::Cancelled(_) => "cancelled",
             RunEnd::GuestFault(_) => "guest_fault",
+            RunEnd::BackendGone => "backend_gone",
             RunEnd::Internal(_) => "internal",
         }
     }
 
     /// The `Finished` message for this end, with output and stats attached.
-    pub fn into_finished(self, output: (String, String, bool), stats: pb::RunStats) -> pb::Finished {
+    pub(crate) fn into_finished(self, output: (String, String, bool), stats: pb::RunStats) -> pb::Finished {
         let (stdout, stderr, output_truncated) = output;
         let (status, result_json, error) = match self {
             RunEnd::Completed(value) => (pb::RunStatus::Ok, value.to_string(), None),
-            RunEnd::ScriptFailed(e) => (
-                pb::RunStatus::ScriptError,
-                String::new(),
-                Some(pb::RunError {
+            RunEnd::ScriptFailed(e) => {
+                // A limit the guest enforces itself (e.g. the sleep budget) is a limit like any other.
+                let status = if RunErrorKind::parse(&e.kind).is_some_and(RunErrorKind::is_limit) {
+                    pb::RunStatus::LimitExceeded
+                } else {
+                    pb::RunStatus::ScriptError
+                };
+                let error = pb::RunError {
                     kind: e.kind,
                     message: e.message,
                     exception_type: e.exception_type,
                     traceback: e.traceback,
                     line: e.line,
-                    limit: String::new(),
-                }),
-            ),
+                    limit: e.limit,
+                };
+                (status, String::new(), Some(error))
+            }
             RunEnd::Limit(limit) => {
                 let (kind, name) = limit.names();
                 (pb::RunStatus::LimitExceeded, String::new(), Some(plain_error(kind, limit.to_string(), name)))
             }
             RunEnd::Cancelled(reason) => {
                 let message = if reason.is_empty() { "the backend cancelled the run".to_owned() } else { format!("the backend cancelled the run: {reason}") };
-                (pb::RunStatus::Cancelled, String::new(), Some(plain_error("cancelled", message, "")))
+                (pb::RunStatus::Cancelled, String::new(), Some(plain_error(RunErrorKind::Cancelled, message, "")))
             }
             RunEnd::GuestFault(cause) => (
                 pb::RunStatus::ScriptError,
                 String::new(),
-                Some(plain_error("guest_fault", format!("the guest crashed: {}", cut(&cause, 1024)), "")),
+                Some(plain_error(RunErrorKind::GuestFault, format!("the guest crashed: {}", cut(&cause, 1024)), "")),
             ),
-            RunEnd::Internal(_) => (
+            // Never sent (nobody reads the stream); kept total for the type's sake.
+            RunEnd::BackendGone | RunEnd::Internal(_) => (
                 pb::RunStatus::Internal,
                 String::new(),
-                Some(plain_error("internal", "the sidecar failed to run the script; its logs have the cause".to_owned(), "")),
+                Some(plain_error(
+                    RunErrorKind::Internal,
+                    "the sidecar failed to run the script; its logs have the cause".to_owned(),
+                    "",
+                )),
             ),
         };
         pb::Finished { status: status as i32, result_json, stdout, stderr, output_truncated, error, stats: Some(stats) }
@@ -146,14 +165,15 @@ fn cut(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-fn plain_error(kind: &str, message: String, limit: &str) -> pb::RunError {
-    pb::RunError { kind: kind.to_owned(), message, limit: limit.to_owned(), ..Default::default() }
+fn plain_error(kind: RunErrorKind, message: String, limit: &str) -> pb::RunError {
+    pb::RunError { kind: kind.as_str().to_owned(), message, limit: limit.to_owned(), ..Default::default() }
 }
 
 /// Why a run could not be admitted, or why its stream failed: the caller broke
-/// the protocol or the sidecar is full.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RejectRun {
+/// the protocol, the sidecar is full or shutting down, or the stream could not
+/// be read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum RejectRun {
     /// A malformed or out-of-order message.
     #[error("{0}")]
     Protocol(String),
@@ -163,13 +183,23 @@ pub enum RejectRun {
     /// The admission queue is full.
     #[error("the sidecar is at capacity: `{0}` runs are already queued for an execution slot; retry later")]
     QueueFull(usize),
+    /// The sidecar is shutting down.
+    #[error("the sidecar is shutting down; retry on another")]
+    ShuttingDown,
+    /// Reading the backend's stream failed (a message over the size limit,
+    /// undecodable bytes, a reset).
+    #[error("reading the backend's stream failed: {}", .0.message())]
+    Unreadable(Status),
 }
 
 impl From<RejectRun> for Status {
     fn from(reject: RejectRun) -> Status {
+        let message = reject.to_string();
         match reject {
-            RejectRun::Protocol(_) | RejectRun::UnknownLanguage(_) => Status::invalid_argument(reject.to_string()),
-            RejectRun::QueueFull(_) => Status::resource_exhausted(reject.to_string()),
+            RejectRun::Protocol(_) | RejectRun::UnknownLanguage(_) => Status::invalid_argument(message),
+            RejectRun::QueueFull(_) => Status::resource_exhausted(message),
+            RejectRun::ShuttingDown => Status::unavailable(message),
+            RejectRun::Unreadable(status) => Status::new(status.code(), message),
         }
     }
 }

@@ -2,31 +2,36 @@
 //! sends every tool call back over the gRPC stream the backend opened.
 //!
 //! Where things are:
-//! - [`server`]: the sidecar as a whole, served over TCP or a Unix socket
-//! - [`service`]: the `tether.v1` gRPC service; one task per run
-//! - [`run`]: one run — a fresh store and instance, `_start`, its end
-//! - [`calls`]: the per-script call cap, forwarding calls, waiting on results
-//! - [`slots`]: execution slots and the bounded queues
-//! - [`cpu`], [`memory`], [`output`]: the CPU, memory and output limits
-//! - [`config`]: every limit and its default
-//! - [`engine`], [`module_cache`], [`abi`]: wasmtime, compiled guests, `tether_v1`
-//! - [`error`]: how runs end and what the backend is told
+//! - `server`: the sidecar as a whole, served over TCP or a Unix socket
+//! - `service`: the `tether.v1` gRPC service; one task per run
+//! - `run`: one run — a fresh store and instance, `_start`, its end
+//! - `calls`: the per-script call cap, the calls the sidecar refuses, forwarding
+//! - `stream`: a run's side of its stream (outbound messages, results owed)
+//! - `slots`: execution slots and the bounded queues; a slot's whole lifecycle
+//! - `cpu`, `memory`, `output`: the CPU, memory and output limits
+//! - `config`: every limit and its default
+//! - `engine`, `module_cache`, `abi`, `state`: wasmtime, compiled guests,
+//!   `tether_v1`, what a run's store holds
+//! - `error`: how runs end, who is to blame, and the one gRPC status mapping
 
-pub mod abi;
-pub mod calls;
-pub mod config;
-pub mod cpu;
-pub mod engine;
-pub mod error;
-pub mod memory;
-pub mod module_cache;
-pub mod output;
-pub mod run;
-pub mod server;
-pub mod service;
-pub mod slots;
-pub mod state;
+mod abi;
+mod calls;
+mod config;
+mod cpu;
+mod engine;
+mod error;
+mod memory;
+mod module_cache;
+mod output;
+mod run;
+mod server;
+mod service;
+mod slots;
+mod state;
+mod stream;
 
 pub use config::{Limits, SidecarConfig};
-pub use error::{LimitExceeded, RunEnd};
+pub use engine::{EPOCH_TICK, EngineError};
+pub use module_cache::default_cache_dir;
 pub use server::{Sidecar, SidecarError};
+pub use service::SidecarService;

@@ -6,6 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tether_sidecar::{Limits, Sidecar, SidecarConfig};
 
+/// The one set of defaults: every flag's default comes from here.
+fn defaults() -> SidecarConfig {
+    SidecarConfig::default()
+}
+
 /// Runs the Tether sidecar.
 #[derive(Debug, Parser)]
 #[command(version, about)]
@@ -19,40 +24,43 @@ struct Args {
     /// Do not listen on TCP.
     #[arg(long)]
     no_tcp: bool,
-    /// Execution slots (default: number of cores).
-    #[arg(long)]
-    slots: Option<usize>,
+    /// Execution slots.
+    #[arg(long, default_value_t = defaults().slots)]
+    slots: usize,
     /// Runs that may wait on tool results at once.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = defaults().max_waiting_runs)]
     max_waiting_runs: usize,
+    /// Runs that may queue for an execution slot.
+    #[arg(long, default_value_t = defaults().max_queued_runs)]
+    max_queued_runs: usize,
     /// Tool calls per script.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = defaults().limits.max_calls)]
     max_calls: u32,
     /// CPU seconds of a script's own computation.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = defaults().limits.cpu_time.as_secs_f64())]
     cpu_seconds: f64,
     /// Guest memory in MiB.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = defaults().limits.memory_bytes >> 20)]
     memory_mib: u64,
     /// Guest memory of all runs together, in MiB.
-    #[arg(long, default_value_t = 8192)]
+    #[arg(long, default_value_t = defaults().total_memory_bytes >> 20)]
     total_memory_mib: u64,
     /// stdout + stderr bytes kept per run.
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value_t = defaults().limits.output_bytes)]
     output_bytes: u64,
     /// Script source bytes.
-    #[arg(long, default_value_t = 256 << 10)]
+    #[arg(long, default_value_t = defaults().limits.script_bytes)]
     script_bytes: u64,
     /// Bytes of one call's arguments.
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value_t = defaults().limits.args_bytes)]
     args_bytes: u64,
     /// Bytes of one call's result.
-    #[arg(long, default_value_t = 4 << 20)]
+    #[arg(long, default_value_t = defaults().limits.result_bytes)]
     result_bytes: u64,
     /// The longest a run may take, waits included, in seconds.
-    #[arg(long, default_value_t = 900)]
+    #[arg(long, default_value_t = defaults().limits.deadline.as_secs())]
     deadline_seconds: u64,
-    /// Where compiled guests are cached.
+    /// Where compiled guests are cached (default: the user cache directory).
     #[arg(long, env = "TETHER_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
 }
@@ -62,7 +70,7 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
     let args = Args::parse();
     let cpu_time = Duration::try_from_secs_f64(args.cpu_seconds).context("--cpu-seconds must be a positive number")?;
-    let mut config = SidecarConfig {
+    let config = SidecarConfig {
         limits: Limits {
             max_calls: args.max_calls,
             cpu_time,
@@ -73,14 +81,13 @@ async fn main() -> anyhow::Result<()> {
             result_bytes: args.result_bytes,
             deadline: Duration::from_secs(args.deadline_seconds),
         },
+        slots: args.slots,
         max_waiting_runs: args.max_waiting_runs,
+        max_queued_runs: args.max_queued_runs,
         total_memory_bytes: args.total_memory_mib << 20,
         cache_dir: args.cache_dir,
-        ..SidecarConfig::default()
+        ..defaults()
     };
-    if let Some(slots) = args.slots {
-        config.slots = slots;
-    }
     let sidecar = Sidecar::new(config).context("failed to start the sidecar")?;
     let signal = async {
         // If the signal handler cannot be installed, serve until killed.

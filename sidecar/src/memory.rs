@@ -9,19 +9,19 @@ use wasmtime::ResourceLimiter;
 /// on tools (each under its own cap, each keeping its memory while it waits)
 /// could add up past what the host has, and one process crash ends them all.
 #[derive(Debug)]
-pub struct MemoryBudget {
+pub(crate) struct MemoryBudget {
     used: AtomicU64,
     total: u64,
 }
 
 impl MemoryBudget {
     /// A budget of `total` bytes.
-    pub fn new(total: u64) -> Arc<MemoryBudget> {
+    pub(crate) fn new(total: u64) -> Arc<MemoryBudget> {
         Arc::new(MemoryBudget { used: AtomicU64::new(0), total })
     }
 
     /// Bytes held by live runs now.
-    pub fn used(&self) -> u64 {
+    pub(crate) fn used(&self) -> u64 {
         self.used.load(Ordering::Acquire)
     }
 
@@ -45,7 +45,7 @@ impl MemoryBudget {
 /// failing the allocation: a guest that cannot allocate can only abort, and
 /// the error then names the limit instead of a bare trap.
 #[derive(Debug)]
-pub struct MemoryLimiter {
+pub(crate) struct MemoryLimiter {
     max_bytes: usize,
     /// Bytes taken from the budget: the memory's size after its last growth.
     /// (A growth that fails after approval stays charged until the run ends.)
@@ -59,12 +59,12 @@ const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
 impl MemoryLimiter {
     /// A limiter allowing `max_bytes` of linear memory out of `budget`.
-    pub fn new(max_bytes: u64, budget: Arc<MemoryBudget>) -> Self {
+    pub(crate) fn new(max_bytes: u64, budget: Arc<MemoryBudget>) -> Self {
         MemoryLimiter { max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX), charged: 0, budget }
     }
 
     /// The largest linear memory the guest has had (memories never shrink).
-    pub fn peak_bytes(&self) -> usize {
+    pub(crate) fn peak_bytes(&self) -> usize {
         self.charged
     }
 }

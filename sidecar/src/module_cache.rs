@@ -34,7 +34,7 @@ pub fn default_cache_dir() -> PathBuf {
 /// # Errors
 /// Only when `wasm` does not compile. A cache that cannot be read or written is
 /// logged and bypassed.
-pub fn load_or_compile(engine: &Engine, dir: &Path, name: &str, wasm: &[u8]) -> wasmtime::Result<Module> {
+pub(crate) fn load_or_compile(engine: &Engine, dir: &Path, name: &str, wasm: &[u8]) -> wasmtime::Result<Module> {
     let path = dir.join(cache_file_name(engine, name, wasm));
     let _guard = COMPILE_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if path.is_file() {

@@ -17,7 +17,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 /// Which guest stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
+pub(crate) enum Stream {
     /// stdout
     Stdout,
     /// stderr
@@ -37,20 +37,20 @@ struct Buffers {
 
 /// The output of one run; clones share the buffers.
 #[derive(Debug, Clone)]
-pub struct CapturedOutput {
+pub(crate) struct CapturedOutput {
     buffers: Arc<Mutex<Buffers>>,
 }
 
 /// One stream of a [`CapturedOutput`], handed to WASI.
 #[derive(Debug, Clone)]
-pub struct OutputPipe {
+pub(crate) struct OutputPipe {
     output: CapturedOutput,
     stream: Stream,
 }
 
 impl CapturedOutput {
     /// Keeps at most `cap` bytes of stdout and stderr together.
-    pub fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         let buffers = Buffers { remaining: cap, ..Default::default() };
         CapturedOutput { buffers: Arc::new(Mutex::new(buffers)) }
     }
@@ -61,7 +61,7 @@ impl CapturedOutput {
     }
 
     /// The pipe for one stream.
-    pub fn pipe(&self, stream: Stream) -> OutputPipe {
+    pub(crate) fn pipe(&self, stream: Stream) -> OutputPipe {
         OutputPipe { output: self.clone(), stream }
     }
 
@@ -79,7 +79,7 @@ impl CapturedOutput {
     }
 
     /// The bytes written since the previous call, per stream.
-    pub fn take_new(&self) -> (Bytes, Bytes) {
+    pub(crate) fn take_new(&self) -> (Bytes, Bytes) {
         let mut buffers = self.lock();
         let stdout = Bytes::copy_from_slice(&buffers.stdout[buffers.stdout_sent..]);
         let stderr = Bytes::copy_from_slice(&buffers.stderr[buffers.stderr_sent..]);
@@ -89,7 +89,7 @@ impl CapturedOutput {
     }
 
     /// Everything kept: stdout, stderr, and whether anything was dropped.
-    pub fn contents(&self) -> (String, String, bool) {
+    pub(crate) fn contents(&self) -> (String, String, bool) {
         let buffers = self.lock();
         (
             String::from_utf8_lossy(&buffers.stdout).into_owned(),

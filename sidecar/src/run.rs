@@ -1,13 +1,14 @@
 //! One run: a fresh store and instance, the guest's `_start`, and how it ended.
 
 use crate::abi::HostLink;
+use crate::calls::CallPort;
 use crate::config::Limits;
 use crate::cpu::CpuMeter;
 use crate::error::{LimitExceeded, RejectRun, RunEnd};
 use crate::memory::{MemoryBudget, MemoryLimiter};
 use crate::output::{CapturedOutput, Stream};
 use crate::state::RunState;
-use crate::calls::CallPort;
+use crate::stream::BackendGone;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tether_guest::{Outcome, StartDoc, ToolSpec};
@@ -17,21 +18,21 @@ use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
 
 /// A `Start` message, checked, with the limits that apply to it.
 #[derive(Debug)]
-pub struct RunPlan {
+pub(crate) struct RunPlan {
     /// The backend's run id.
-    pub run_id: String,
+    pub(crate) run_id: String,
     /// The turn that owns the run.
-    pub turn_id: String,
+    pub(crate) turn_id: String,
     /// The call that started the script; nested ids hang below it.
-    pub parent_call_id: String,
+    pub(crate) parent_call_id: String,
     /// The runtime name.
-    pub language: String,
+    pub(crate) language: String,
     /// The limits in force: the sidecar's, tightened by the request.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// The serialized start document for the guest.
-    pub start_doc: Vec<u8>,
+    pub(crate) start_doc: Vec<u8>,
     /// The script's size, checked against `limits.script_bytes` when the run starts.
-    pub source_bytes: u64,
+    pub(crate) source_bytes: u64,
 }
 
 impl RunPlan {
@@ -40,7 +41,7 @@ impl RunPlan {
     /// # Errors
     /// [`RejectRun::Protocol`] for a malformed `Start` (missing run id,
     /// unreadable input or tool schema).
-    pub fn new(start: pb::Start, sidecar_limits: &Limits) -> Result<RunPlan, RejectRun> {
+    pub(crate) fn new(start: pb::Start, sidecar_limits: &Limits) -> Result<RunPlan, RejectRun> {
         if start.run_id.is_empty() {
             return Err(RejectRun::Protocol("`Start.run_id` is required".into()));
         }
@@ -74,7 +75,6 @@ impl RunPlan {
             source: start.source,
             input,
             tools,
-            max_calls: limits.max_calls,
         };
         let start_doc = serde_json::to_vec(&doc).map_err(|e| RejectRun::Protocol(format!("unusable `Start`: {e}")))?;
         Ok(RunPlan {
@@ -91,18 +91,18 @@ impl RunPlan {
 
 /// What a run is measured and charged against.
 #[derive(Debug)]
-pub struct Meters<'a> {
+pub(crate) struct Meters<'a> {
     /// The run's CPU time.
-    pub cpu: Arc<CpuMeter>,
+    pub(crate) cpu: Arc<CpuMeter>,
     /// The sidecar's guest memory budget.
-    pub memory: Arc<MemoryBudget>,
+    pub(crate) memory: Arc<MemoryBudget>,
     /// Where the run's peak memory is reported.
-    pub peak_memory: &'a AtomicU64,
+    pub(crate) peak_memory: &'a AtomicU64,
 }
 
 /// Runs the guest to its end. The caller bounds it by the deadline and drops
 /// it on cancellation; dropping it frees the instance (and its memory) at once.
-pub async fn execute(
+pub(crate) async fn execute(
     pre: &InstancePre<RunState>,
     plan: &RunPlan,
     calls: CallPort,
@@ -175,6 +175,9 @@ fn from_outcome(outcome: Option<Outcome>) -> RunEnd {
 fn classify_trap(error: wasmtime::Error) -> RunEnd {
     if let Some(limit) = error.downcast_ref::<LimitExceeded>() {
         return RunEnd::Limit(limit.clone());
+    }
+    if error.downcast_ref::<BackendGone>().is_some() {
+        return RunEnd::BackendGone;
     }
     if let Some(Trap::StackOverflow) = error.downcast_ref::<Trap>() {
         return RunEnd::Limit(LimitExceeded::Stack);

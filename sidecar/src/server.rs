@@ -110,17 +110,17 @@ impl Sidecar {
 
     /// Runs admitted and not yet finished.
     pub fn live_runs(&self) -> usize {
-        self.shared.capacity.live().current()
+        self.shared.capacity.live()
     }
 
     /// Runs waiting on tool results now.
     pub fn waiting_runs(&self) -> usize {
-        self.shared.capacity.waiting().current()
+        self.shared.capacity.waiting()
     }
 
     /// Runs queued for their first execution slot now.
     pub fn queued_runs(&self) -> usize {
-        self.shared.capacity.queued().current()
+        self.shared.capacity.queued()
     }
 
     /// Guest memory held by live runs now, in bytes.

@@ -7,7 +7,7 @@
 //! deadline, or at sidecar shutdown — and dropping the guest's future frees its
 //! instance, slot and waiting place at once.
 
-use crate::calls::{CallPort, CallPortSetup, CallStats, Outbound, PendingCalls};
+use crate::calls::{CallLimits, CallPort, CallStats, RunLink};
 use crate::config::SidecarConfig;
 use crate::cpu::{CpuMeter, Metered};
 use crate::engine::SandboxEngine;
@@ -15,7 +15,8 @@ use crate::error::{LimitExceeded, RejectRun, RunEnd};
 use crate::memory::MemoryBudget;
 use crate::output::CapturedOutput;
 use crate::run::{self, RunPlan};
-use crate::slots::{Capacity, GaugePlace};
+use crate::slots::{Admission, Capacity};
+use crate::stream::{Outbound, PendingCalls};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -32,7 +33,7 @@ const OUTBOUND_BUFFER: usize = 64;
 
 /// State shared by the service and every run task.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     pub(crate) engine: SandboxEngine,
     pub(crate) config: SidecarConfig,
     pub(crate) capacity: Arc<Capacity>,
@@ -49,7 +50,7 @@ pub struct SidecarService {
 
 impl SidecarService {
     /// The service over `shared`.
-    pub fn new(shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
         SidecarService { shared }
     }
 }
@@ -69,13 +70,12 @@ impl sidecar_server::Sidecar for SidecarService {
         if self.shared.engine.runtime(&plan.language).is_none() {
             return Err(RejectRun::UnknownLanguage(plan.language).into());
         }
-        let capacity = &self.shared.capacity;
-        let queued = capacity.queued().try_enter().ok_or(RejectRun::QueueFull(self.shared.config.max_queued_runs))?;
-        let live = capacity.live().try_enter().ok_or_else(|| Status::internal("live-run count overflow"))?;
+        let admission =
+            self.shared.capacity.admit().map_err(|full| Status::from(RejectRun::QueueFull(full.0)))?;
 
-        let (outbound, receiver) = mpsc::channel(OUTBOUND_BUFFER);
+        let (sender, receiver) = mpsc::channel(OUTBOUND_BUFFER);
         let span = tracing::info_span!("run", run_id = %plan.run_id, turn_id = %plan.turn_id, language = %plan.language);
-        let task = RunTask { shared: self.shared.clone(), plan, outbound, queued, _live: live };
+        let task = RunTask { shared: self.shared.clone(), plan, outbound: Outbound::new(sender), admission };
         self.shared.tasks.spawn(task.drive(inbound).instrument(span));
         Ok(Response::new(ReceiverStream::new(receiver)))
     }
@@ -88,7 +88,7 @@ impl sidecar_server::Sidecar for SidecarService {
             runtimes: shared.engine.runtime_names(),
             limits: Some(shared.config.limits.to_proto()),
             slots: shared.capacity.slot_count() as u32,
-            live_runs: shared.capacity.live().current() as u32,
+            live_runs: shared.capacity.live() as u32,
         }))
     }
 }
@@ -98,67 +98,69 @@ struct RunTask {
     shared: Arc<Shared>,
     plan: RunPlan,
     outbound: Outbound,
-    queued: GaugePlace,
-    _live: GaugePlace,
+    admission: Admission,
 }
 
 /// Why the inbound side ended a run.
 enum InboundEnd {
     /// The backend sent `Cancel`.
     Cancelled(String),
-    /// The backend broke the protocol; the stream fails with this status.
-    Protocol(Status),
+    /// The backend broke the protocol, or the sidecar stopped the run
+    /// without a `Finished`; the stream fails with this status.
+    Fails(RejectRun),
     /// The backend closed or lost its stream: nobody is left to tell.
     Gone,
 }
 
 impl RunTask {
     async fn drive(self, inbound: Streaming<pb::BackendMessage>) {
-        let RunTask { shared, plan, outbound, queued, _live } = self;
+        let RunTask { shared, plan, outbound, mut admission } = self;
         let started = Instant::now();
-        let output = CapturedOutput::new(plan.limits.output_bytes as usize);
-        let pending = PendingCalls::default();
-        let stats = Arc::new(CallStats::default());
+        let link = RunLink {
+            outbound: outbound.clone(),
+            pending: PendingCalls::default(),
+            output: CapturedOutput::new(plan.limits.output_bytes as usize),
+            stats: Arc::new(CallStats::default()),
+        };
         let cpu = Arc::new(CpuMeter::default());
         let peak_memory = AtomicU64::new(0);
 
         let guest = async {
-            let slot = shared.capacity.acquire_slot().await;
-            drop(queued);
-            let setup = CallPortSetup {
+            let slot = admission.first_slot().await;
+            let limits = CallLimits {
                 parent_call_id: plan.parent_call_id.clone(),
                 max_calls: plan.limits.max_calls,
                 args_bytes: plan.limits.args_bytes,
                 result_bytes: plan.limits.result_bytes,
             };
-            let port = CallPort::new(setup, outbound.clone(), pending.clone(), shared.capacity.clone(), slot, output.clone(), stats.clone());
+            let port = CallPort::new(limits, link.clone(), slot);
             let Some(pre) = shared.engine.runtime(&plan.language) else {
                 return RunEnd::Internal(format!("runtime `{}` vanished", plan.language));
             };
             let meters = run::Meters { cpu: cpu.clone(), memory: shared.memory.clone(), peak_memory: &peak_memory };
-            run::execute(pre, &plan, port, &output, meters).await
+            run::execute(pre, &plan, port, &link.output, meters).await
         };
         let guest = Metered::new(guest, cpu.clone());
         let deadline = tokio::time::sleep(plan.limits.deadline);
 
         let end = tokio::select! {
             end = guest => Ok(end),
-            end = read_inbound(inbound, &pending) => Err(end),
+            end = read_inbound(inbound, &link.pending) => Err(end),
             () = outbound.closed() => Err(InboundEnd::Gone),
             () = deadline => Ok(RunEnd::Limit(LimitExceeded::Deadline { limit: plan.limits.deadline })),
-            () = shared.shutdown.cancelled() => Err(InboundEnd::Protocol(Status::unavailable("the sidecar is shutting down; retry on another"))),
+            () = shared.shutdown.cancelled() => Err(InboundEnd::Fails(RejectRun::ShuttingDown)),
         };
         // The guest future is dropped here: the instance, slot and waiting place are free.
         let run_end = match end {
-            Ok(end) => end,
-            Err(InboundEnd::Cancelled(reason)) => RunEnd::Cancelled(reason),
-            Err(InboundEnd::Protocol(status)) => {
-                tracing::warn!(status = %status.message(), "run ended: protocol error");
-                let _ = outbound.send(Err(status)).await;
+            Ok(RunEnd::BackendGone) | Err(InboundEnd::Gone) => {
+                tracing::info!("run ended: the backend went away");
                 return;
             }
-            Err(InboundEnd::Gone) => {
-                tracing::info!("run ended: the backend went away");
+            Ok(end) => end,
+            Err(InboundEnd::Cancelled(reason)) => RunEnd::Cancelled(reason),
+            Err(InboundEnd::Fails(reject)) => {
+                tracing::warn!(reason = %reject, "run ended: the stream fails");
+                outbound.fail(reject.into()).await;
                 return;
             }
         };
@@ -167,6 +169,7 @@ impl RunTask {
             RunEnd::GuestFault(cause) => tracing::warn!(%cause, "the guest crashed"),
             other => tracing::info!(end = other.kind(), "run ended"),
         }
+        let stats = &link.stats;
         let stats = pb::RunStats {
             calls: stats.calls.load(Ordering::Relaxed),
             calls_refused_by_cap: stats.refused_by_cap.load(Ordering::Relaxed),
@@ -175,11 +178,10 @@ impl RunTask {
             wall_time_us: started.elapsed().as_micros() as u64,
             peak_memory_bytes: peak_memory.load(Ordering::Relaxed),
         };
-        // Output not yet forwarded goes out before `Finished`, which carries all of it too.
-        let finished = run_end.into_finished(output.contents(), stats);
-        let message = pb::SidecarMessage { kind: Some(pb::sidecar_message::Kind::Finished(finished)) };
+        // `Finished` carries all the output, including what was not yet forwarded.
+        let finished = run_end.into_finished(link.output.contents(), stats);
         // A failed send means the backend is gone; there is no one left to tell.
-        let _ = outbound.send(Ok(message)).await;
+        let _ = outbound.send(pb::sidecar_message::Kind::Finished(finished)).await;
     }
 }
 
@@ -193,8 +195,7 @@ async fn read_inbound(mut inbound: Streaming<pb::BackendMessage>, pending: &Pend
             // limit) look alike here; telling a vanished peer costs nothing.
             Err(status) => {
                 tracing::info!(status = %status, "the backend's stream failed");
-                let message = format!("reading the backend's stream failed: {}", status.message());
-                return InboundEnd::Protocol(Status::new(status.code(), message));
+                return InboundEnd::Fails(RejectRun::Unreadable(status));
             }
         };
         match message.kind {
@@ -214,5 +215,5 @@ async fn read_inbound(mut inbound: Streaming<pb::BackendMessage>, pending: &Pend
 }
 
 fn protocol(message: String) -> InboundEnd {
-    InboundEnd::Protocol(RejectRun::Protocol(message).into())
+    InboundEnd::Fails(RejectRun::Protocol(message))
 }

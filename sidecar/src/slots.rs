@@ -1,17 +1,19 @@
-//! Execution slots and the counters that bound the sidecar's work.
+//! Execution slots and the counters that bound the sidecar's work — the ONE
+//! owner of a slot's lifecycle: taken when a run is admitted and first gets a
+//! slot, given back while the run waits on tool results, retaken (FIFO) when
+//! the results arrive, freed when the run ends.
 //!
-//! A run holds a [`SlotPermit`] only while its guest code executes: it gives
-//! the slot back while it waits on tool results and queues again (FIFO) for
-//! one when the results arrive. Every count here is an RAII guard, so a run
-//! that ends in any way — finished, cancelled, dropped — frees what it held.
+//! Every count here is an RAII guard, so a run that ends in any way —
+//! finished, cancelled, dropped — frees what it held.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The sidecar's execution slots and its bounded queues.
 #[derive(Debug)]
-pub struct Capacity {
+pub(crate) struct Capacity {
     slots: Arc<Semaphore>,
     slot_count: usize,
     queued: Gauge,
@@ -19,13 +21,9 @@ pub struct Capacity {
     live: Gauge,
 }
 
-/// A permit to execute guest code; dropping it gives the slot back.
-#[derive(Debug)]
-pub struct SlotPermit(#[allow(dead_code)] OwnedSemaphorePermit);
-
 /// A place in a bounded count; dropping it frees the place.
 #[derive(Debug)]
-pub struct GaugePlace(Gauge);
+pub(crate) struct GaugePlace(Gauge);
 
 impl Drop for GaugePlace {
     fn drop(&mut self) {
@@ -35,7 +33,7 @@ impl Drop for GaugePlace {
 
 /// A count with an optional cap, shared by clones.
 #[derive(Debug, Clone)]
-pub struct Gauge {
+pub(crate) struct Gauge {
     count: Arc<AtomicUsize>,
     cap: usize,
 }
@@ -46,7 +44,7 @@ impl Gauge {
     }
 
     /// Takes a place if fewer than the cap are taken.
-    pub fn try_enter(&self) -> Option<GaugePlace> {
+    pub(crate) fn try_enter(&self) -> Option<GaugePlace> {
         self.count
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.cap).then_some(n + 1))
             .ok()
@@ -54,15 +52,73 @@ impl Gauge {
     }
 
     /// Places taken now.
-    pub fn current(&self) -> usize {
+    pub(crate) fn current(&self) -> usize {
         self.count.load(Ordering::Acquire)
     }
 }
 
+/// A run admitted to the sidecar: it counts as live until dropped, and as
+/// queued until it first gets an execution slot.
+#[derive(Debug)]
+pub(crate) struct Admission {
+    capacity: Arc<Capacity>,
+    queued: Option<GaugePlace>,
+    _live: GaugePlace,
+}
+
+impl Admission {
+    /// Waits (FIFO) for the run's first execution slot; the run stops
+    /// counting as queued once it has one.
+    ///
+    /// # Cancel safety
+    /// Cancelling the wait loses the run's place in the slot queue.
+    pub(crate) async fn first_slot(&mut self) -> ExecutionSlot {
+        let permit = self.capacity.permit().await;
+        self.queued = None;
+        ExecutionSlot { capacity: self.capacity.clone(), permit: Some(permit) }
+    }
+}
+
+/// The execution slot of a run whose guest is executing. Dropping it gives the
+/// slot back.
+#[derive(Debug)]
+pub(crate) struct ExecutionSlot {
+    capacity: Arc<Capacity>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl ExecutionSlot {
+    /// Takes a place among the runs waiting on tool results, or `None` when
+    /// that cap is full.
+    pub(crate) fn try_wait(&self) -> Option<GaugePlace> {
+        self.capacity.waiting.try_enter()
+    }
+
+    /// Gives the slot back while `wait` runs — the script cannot compute
+    /// while it waits — then queues (FIFO) for a slot again. The run keeps
+    /// its `place` among the waiting runs until it has a slot again, because
+    /// until then it still holds its instance.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops `place` and leaves the run without a slot;
+    /// only a run that is ending drops it.
+    pub(crate) async fn give_back_while<F: Future>(&mut self, place: GaugePlace, wait: F) -> F::Output {
+        self.permit = None;
+        let output = wait.await;
+        self.permit = Some(self.capacity.permit().await);
+        drop(place);
+        output
+    }
+}
+
+/// Why a run was not admitted: the admission queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueueFull(pub(crate) usize);
+
 impl Capacity {
     /// `slots` execution slots, at most `max_queued` runs queued for one and
     /// `max_waiting` runs waiting on tool results.
-    pub fn new(slots: usize, max_queued: usize, max_waiting: usize) -> Self {
+    pub(crate) fn new(slots: usize, max_queued: usize, max_waiting: usize) -> Self {
         let slots = slots.max(1);
         Capacity {
             slots: Arc::new(Semaphore::new(slots)),
@@ -73,41 +129,49 @@ impl Capacity {
         }
     }
 
-    /// Waits for an execution slot, in arrival order.
+    /// Admits a run, queued for its first slot.
     ///
-    /// # Cancel safety
-    /// Cancelling the wait loses the run's place in the queue and takes nothing.
-    pub async fn acquire_slot(&self) -> SlotPermit {
+    /// # Errors
+    /// [`QueueFull`] when `max_queued` runs already wait for a first slot.
+    pub(crate) fn admit(self: &Arc<Self>) -> Result<Admission, QueueFull> {
+        let queued = self.queued.try_enter().ok_or(QueueFull(self.queued.cap))?;
+        // `live` is uncapped, so entering never fails; a `None` would mean
+        // `usize::MAX` runs, which the admission queue rules out.
+        let live = self.live.try_enter().ok_or(QueueFull(self.queued.cap))?;
+        Ok(Admission { capacity: self.clone(), queued: Some(queued), _live: live })
+    }
+
+    async fn permit(&self) -> OwnedSemaphorePermit {
         match self.slots.clone().acquire_owned().await {
-            Ok(permit) => SlotPermit(permit),
+            Ok(permit) => permit,
             // The semaphore lives as long as `self` and is never closed.
             Err(_) => unreachable!("the slot semaphore is never closed"),
         }
     }
 
     /// The number of execution slots.
-    pub fn slot_count(&self) -> usize {
+    pub(crate) fn slot_count(&self) -> usize {
         self.slot_count
     }
 
     /// Slots free right now.
-    pub fn free_slots(&self) -> usize {
+    pub(crate) fn free_slots(&self) -> usize {
         self.slots.available_permits()
     }
 
     /// Runs admitted but waiting for their first slot.
-    pub fn queued(&self) -> &Gauge {
-        &self.queued
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.current()
     }
 
     /// Runs waiting on tool results.
-    pub fn waiting(&self) -> &Gauge {
-        &self.waiting
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.current()
     }
 
     /// Runs admitted and not yet finished.
-    pub fn live(&self) -> &Gauge {
-        &self.live
+    pub(crate) fn live(&self) -> usize {
+        self.live.current()
     }
 }
 
@@ -128,11 +192,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn slots_are_given_back_on_drop() {
-        let capacity = Capacity::new(1, 8, 8);
-        let permit = capacity.acquire_slot().await;
-        assert_eq!(capacity.free_slots(), 0);
-        drop(permit);
-        assert_eq!(capacity.free_slots(), 1);
+    async fn a_run_gives_its_slot_back_while_it_waits_and_frees_everything_when_dropped() {
+        let capacity = Arc::new(Capacity::new(1, 1, 1));
+        let mut admission = capacity.admit().unwrap();
+        assert_eq!(capacity.admit().unwrap_err(), QueueFull(1), "one run may queue");
+        let mut slot = admission.first_slot().await;
+        assert_eq!((capacity.free_slots(), capacity.queued(), capacity.live()), (0, 0, 1));
+
+        let place = slot.try_wait().unwrap();
+        assert!(slot.try_wait().is_none(), "one run may wait");
+        let free_while_waiting = slot.give_back_while(place, async { capacity.free_slots() }).await;
+        assert_eq!(free_while_waiting, 1, "the slot is given back during the wait");
+        assert_eq!((capacity.free_slots(), capacity.waiting()), (0, 0), "and retaken after it");
+
+        drop(slot);
+        drop(admission);
+        assert_eq!((capacity.free_slots(), capacity.live()), (1, 0));
     }
 }

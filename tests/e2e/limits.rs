@@ -20,11 +20,11 @@ async fn the_51st_call_is_refused_and_later_calls_never_reach_the_backend() {
     let codes = outcome.result.unwrap();
     let codes = codes.as_array().unwrap();
     assert!(codes[..50].iter().all(|c| c == "tool_not_found"));
-    assert!(codes[50..].iter().all(|c| c == "call_limit_exceeded"), "{:?}", &codes[50..]);
+    assert!(codes[50..].iter().all(|c| c == "script_call_cap_reached"), "{:?}", &codes[50..]);
     assert_eq!(recorder.calls.lock().unwrap().len(), 50, "calls 51..200 never reached the backend");
-    let breaches = recorder.breaches.lock().unwrap().clone();
-    assert_eq!(breaches.len(), 1, "the backend hears of the breach once");
-    assert_eq!(breaches[0].call_id, "call_1/51");
+    let refused = recorder.refused.lock().unwrap().clone();
+    assert_eq!(refused.len(), 1, "the backend hears of the breach once");
+    assert_eq!((refused[0].id.as_str(), refused[0].code.as_str()), ("call_1/51", "script_call_cap_reached"));
     assert_eq!((outcome.stats.calls, outcome.stats.calls_refused_by_cap), (200, 150));
 }
 

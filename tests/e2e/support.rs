@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tether_backend::{CallHandler, RunOutcome, RunRequest, ScriptCall, SidecarClient, ToolDef, ToolOutcome, pb};
+use tether_backend::{CallHandler, RefusedCall, RunOutcome, RunRequest, ScriptCall, SidecarClient, ToolDef, ToolOutcome, pb};
 use tether_cli::demo::DemoWorld;
 use tether_cli::embedded::EmbeddedSidecar;
 use tether_sidecar::SidecarConfig;
@@ -77,7 +77,8 @@ pub struct Recorder {
     pub calls: Mutex<Vec<ScriptCall>>,
     pub entered: Notify,
     released: Notify,
-    pub breaches: Mutex<Vec<pb::CallCapExceeded>>,
+    /// Calls the sidecar refused by itself, as reported to the backend.
+    pub refused: Mutex<Vec<RefusedCall>>,
     pub outputs: Mutex<Vec<String>>,
 }
 
@@ -125,8 +126,8 @@ impl CallHandler for Recorder {
         self.outputs.lock().unwrap().push(String::from_utf8_lossy(data).into_owned());
     }
 
-    fn call_cap_exceeded(&self, breach: &pb::CallCapExceeded) {
-        self.breaches.lock().unwrap().push(breach.clone());
+    async fn refused(&self, call: RefusedCall) {
+        self.refused.lock().unwrap().push(call);
     }
 }
 

@@ -7,7 +7,8 @@
 
 use super::approval::ApprovalVerdict;
 use super::call::CallStatus;
-use super::codes::{Code, Step};
+use super::step::Step;
+use tether_codes::Code;
 use super::error::StoreError;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};

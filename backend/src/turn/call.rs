@@ -2,10 +2,10 @@
 //! came of it.
 
 use super::approval::ApprovalRecord;
-use super::codes::{Code, Step};
-use crate::handler::ToolOutcome;
+use super::step::Step;
 use serde_json::{Value, json};
 use std::fmt;
+use tether_codes::{Code, Reason};
 
 /// A tool call as issued: by the model, or by a script through the sidecar.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,60 +16,21 @@ pub struct CallRequest {
     pub name: String,
     /// The arguments as sent.
     pub args: Value,
+    /// The most bytes the result may have as JSON for the caller to receive
+    /// it (a script's run sets it); `None`: no limit beyond the turn's own.
+    pub max_result_bytes: Option<u64>,
 }
 
 impl CallRequest {
-    /// A call `id` to `name` with `args`.
+    /// A call `id` to `name` with `args`, with no result limit of its own.
     pub fn new(id: impl Into<String>, name: impl Into<String>, args: Value) -> Self {
-        CallRequest { id: id.into(), name: name.into(), args }
-    }
-}
-
-/// Who issued a call. Decides nothing but the script exclusions (step 3) and
-/// what the audit row and events say.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum CallOrigin {
-    /// The model called the tool directly.
-    Model,
-    /// A script called the tool from inside a `run_script` run.
-    Script {
-        /// The backend's id for the script run.
-        run_id: String,
-        /// The id of the call that started the script (the immediate parent).
-        parent_call_id: String,
-        /// `n` in the nested id `<parent>/<n>`, counting from 1.
-        index: u32,
-    },
-}
-
-impl CallOrigin {
-    /// `"model"` or `"script"`, as stored in the audit log.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            CallOrigin::Model => "model",
-            CallOrigin::Script { .. } => "script",
-        }
+        CallRequest { id: id.into(), name: name.into(), args, max_result_bytes: None }
     }
 
-    /// True for a call a script made.
-    pub fn is_script(&self) -> bool {
-        matches!(self, CallOrigin::Script { .. })
-    }
-
-    /// The immediate parent's call id, for a script's call.
-    pub fn parent_call_id(&self) -> Option<&str> {
-        match self {
-            CallOrigin::Model => None,
-            CallOrigin::Script { parent_call_id, .. } => Some(parent_call_id),
-        }
-    }
-
-    /// The script run's id, for a script's call.
-    pub fn run_id(&self) -> Option<&str> {
-        match self {
-            CallOrigin::Model => None,
-            CallOrigin::Script { run_id, .. } => Some(run_id),
-        }
+    /// Sets the most bytes the result may have as JSON.
+    pub fn max_result_bytes(mut self, limit: u64) -> Self {
+        self.max_result_bytes = Some(limit);
+        self
     }
 }
 
@@ -85,9 +46,18 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// A failure with `code` at `step`.
-    pub fn new(code: Code, step: Step, message: impl Into<String>) -> Self {
-        Failure { code, step, message: message.into() }
+    /// The failure `reason` gives, decided at `step`.
+    pub fn new(reason: &Reason, step: Step) -> Self {
+        Failure { code: reason.code(), step, message: reason.message() }
+    }
+
+    /// A failure decided elsewhere (the sidecar), as it was reported: a code
+    /// this turn does not know is kept in the message as `internal`.
+    pub fn reported(code: &str, step: Step, message: impl Into<String>) -> Self {
+        match Code::parse(code) {
+            Some(code) => Failure { code, step, message: message.into() },
+            None => Failure { code: Code::Internal, step, message: format!("`{code}`: {}", message.into()) },
+        }
     }
 
     /// The display name of [`Failure::code`].
@@ -131,22 +101,26 @@ pub enum CallStatus {
     /// Dropped before it settled (its parent settled, or the turn ended and
     /// dropped it mid-way).
     Abandoned,
+    /// The tool ran (its effect happened), but its result could not be handed
+    /// back (too large, or unreadable).
+    Undelivered,
 }
 
 impl CallStatus {
-    /// `"ok"`, `"error"`, `"failed"` or `"abandoned"`.
+    /// `"ok"`, `"error"`, `"failed"`, `"abandoned"` or `"undelivered"`.
     pub fn as_str(self) -> &'static str {
         match self {
             CallStatus::Ok => "ok",
             CallStatus::Error => "error",
             CallStatus::Failed => "failed",
             CallStatus::Abandoned => "abandoned",
+            CallStatus::Undelivered => "undelivered",
         }
     }
 
     /// The status named `name` by [`CallStatus::as_str`], if any.
     pub fn parse(name: &str) -> Option<CallStatus> {
-        [CallStatus::Ok, CallStatus::Error, CallStatus::Failed, CallStatus::Abandoned]
+        [CallStatus::Ok, CallStatus::Error, CallStatus::Failed, CallStatus::Abandoned, CallStatus::Undelivered]
             .into_iter()
             .find(|s| s.as_str() == name)
     }
@@ -167,14 +141,20 @@ pub struct CallResult {
     pub metadata: Option<Value>,
     /// The approval decision, when the call needed one and got that far.
     pub approval: Option<ApprovalRecord>,
+    /// The arguments as the turn's records show them: redacted by the turn's
+    /// hook, cut at its audit cap. Host-only.
+    pub recorded_args: String,
 }
 
 impl CallResult {
-    /// The status: ok, error or failed (a returned result is never abandoned).
+    /// The status: ok, error, failed, or undelivered when the tool ran but
+    /// its result could not be handed back (a returned result is never
+    /// abandoned).
     pub fn status(&self) -> CallStatus {
-        match self.outcome {
+        match &self.outcome {
             CallOutcome::Ok(_) => CallStatus::Ok,
             CallOutcome::ToolError { .. } => CallStatus::Error,
+            CallOutcome::Failed(failure) if failure.code.tool_ran() => CallStatus::Undelivered,
             CallOutcome::Failed(_) => CallStatus::Failed,
         }
     }
@@ -209,18 +189,6 @@ impl CallResult {
                 "ok": false, "value": null,
                 "error": {"code": failure.code.as_str(), "message": failure.message}
             }),
-        }
-    }
-
-    /// What the script receives: the value, or the failure-shaped result with
-    /// the same code and message the model would get.
-    pub fn into_script_outcome(self) -> ToolOutcome {
-        match self.outcome {
-            CallOutcome::Ok(value) => ToolOutcome::Ok(value),
-            CallOutcome::ToolError { code, message } => ToolOutcome::Failed { code, message },
-            CallOutcome::Failed(failure) => {
-                ToolOutcome::Failed { code: failure.code.as_str().to_owned(), message: failure.message }
-            }
         }
     }
 }

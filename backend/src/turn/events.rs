@@ -2,8 +2,9 @@
 //! of `ToolCompleted` / `ToolFailed`, each carrying the immediate parent's
 //! call id (a script's calls name the `run_script` call).
 
-use super::call::CallOrigin;
-use super::codes::{Code, Step};
+use super::origin::CallOrigin;
+use super::step::Step;
+use tether_codes::Code;
 use serde_json::Value;
 use std::sync::Mutex;
 use std::time::Duration;

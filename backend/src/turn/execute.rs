@@ -1,23 +1,33 @@
-//! THE one execution path. Every call — the model's and every script's —
-//! goes through [`Turn::execute`], in this order; a call refused at a step
-//! never reaches the next:
+//! THE one execution path. Every call — the model's, every script's, and
+//! every call a tool makes — goes through [`Turn::execute`], in this order; a
+//! call refused at a step never reaches the next:
 //!
-//! 1. budget  2. lookup  3. script exclusions (script origin only)
+//! 1. budget (turn running, turn-wide cap, depth)  2. lookup
+//! 3. exclusions (script origin; nesting tools at the deepest level)
 //! 4. arguments  5. policy  6. pre-execution check (judges and records)
-//! 7. approval  8. execution  9. record (audit row; ledger around step 8)
+//! 7. approval  8. execution (and the result limit)  9. record (audit row;
+//!    ledger around step 8)
+//!
+//! The messages of every refusal live with their codes in `tether_codes`.
 
 use super::approval::{ApprovalRecord, ApprovalRequest, ApprovalVerdict};
 use super::audit::{LedgerEntry, unix_ms};
-use super::call::{CallOrigin, CallRequest, CallResult, CallStatus, Failure};
-use super::codes::{Code, Step};
+use super::budget::Reservation;
+use super::call::{CallRequest, CallResult, CallStatus, Failure};
+use super::error::StoreError;
+use super::executor::{ToolContext, ToolExecutor};
 use super::guard::{CallGuard, StepsOutcome};
+use super::origin::CallOrigin;
 use super::policy::PolicyAction;
-use super::registry::Lookup;
-use super::state::Turn;
-use super::tool::{ApprovalRequirement, Tool, ToolContext};
+use super::registry::{Lookup, Tool};
+use super::state::{Turn, ended_reason};
+use super::step::Step;
+use super::tool::{ApprovalRequirement, ToolOutput};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tether_codes::Reason;
 use tracing::Instrument;
 
 /// How a script call holds the turn's concurrency gate during execution.
@@ -26,18 +36,11 @@ enum Held<'a> {
     Exclusive(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
 }
 
-fn ended_message(code: Code) -> &'static str {
-    match code {
-        Code::TurnDeadlineExceeded => "the turn's deadline passed; the call was not completed",
-        _ => "the turn was cancelled; the call was not completed",
-    }
-}
-
 impl Turn {
     /// Runs one tool call through the one execution path and returns what
-    /// the caller receives. `origin` only decides the script exclusions
-    /// (step 3) and what the records say: a refusal has the same code,
-    /// display name and audit row (apart from origin) for both origins.
+    /// the caller receives. `origin` decides the exclusions (step 3) and the
+    /// depth, and what the records say: a refusal has the same code, display
+    /// name and audit row (apart from origin) for every origin.
     ///
     /// Emits `ToolStarted` and exactly one terminal event, and writes one
     /// audit row. A tool with effects gets a ledger row `started` (durable)
@@ -55,6 +58,7 @@ impl Turn {
             call_id = %request.id,
             tool = %request.name,
             origin = origin.kind(),
+            depth = origin.depth(),
         );
         async move {
             let mut guard = CallGuard::start(self.clone(), &request, &origin);
@@ -65,87 +69,75 @@ impl Turn {
         .await
     }
 
+    /// Records a call that was refused before it could be evaluated — by the
+    /// sidecar, or past a script run's refusal cap — through the same guard
+    /// as every call: `ToolStarted`, one terminal event, one audit row. The
+    /// call takes nothing from the turn's budget.
+    pub async fn record_refused(&self, request: CallRequest, origin: CallOrigin, failure: Failure) -> CallResult {
+        let span = tracing::info_span!("tool_call", turn_id = %self.id(), call_id = %request.id, tool = %request.name, origin = origin.kind(), depth = origin.depth());
+        async move {
+            let mut guard = CallGuard::start(self.clone(), &request, &origin);
+            guard.step = failure.step;
+            guard.finish(Err(failure)).await
+        }
+        .instrument(span)
+        .await
+    }
+
     async fn steps(&self, request: &CallRequest, origin: &CallOrigin, guard: &mut CallGuard) -> StepsOutcome {
         let inner = &self.inner;
         let name = request.name.as_str();
+        let refuse = |reason: Reason, step: Step| Err(Failure::new(&reason, step));
 
-        // 1. Budget: the turn is running and the one pool has a slot.
+        // 1. Budget: the turn is running, the call is not too deep, and the one pool has a slot.
         guard.step = Step::Budget;
         if let Some(code) = self.end_reason() {
-            return Err(Failure::new(code, Step::Budget, ended_message(code)));
+            return refuse(ended_reason(code), Step::Budget);
+        }
+        let (depth, max_depth) = (origin.depth(), inner.limits.max_depth);
+        if depth > max_depth {
+            return refuse(Reason::DepthLimit { tool: name.to_owned(), depth, max: max_depth }, Step::Budget);
         }
         let Some(slot) = inner.budget.try_reserve() else {
-            return Err(Failure::new(
-                Code::ToolCallCapReached,
-                Step::Budget,
-                format!(
-                    "this turn's cap of `{}` tool calls is spent (calls still running count); finish with the results you have",
-                    inner.budget.max()
-                ),
-            ));
+            return refuse(Reason::ToolCallCap { max: inner.budget.max() }, Step::Budget);
         };
 
         // 2. Lookup in the CURRENT list.
         guard.step = Step::Lookup;
         let tool = match inner.registry.lookup(name) {
             Lookup::Found(tool) => tool,
-            Lookup::NotActivated => {
-                return Err(Failure::new(
-                    Code::ToolNotActivated,
-                    Step::Lookup,
-                    format!(
-                        "the tool `{name}` is listed by name only and is not activated; activate it outside the script first, then call it"
-                    ),
-                ));
-            }
-            Lookup::NotFound => {
-                return Err(Failure::new(
-                    Code::ToolNotFound,
-                    Step::Lookup,
-                    format!("there is no tool `{name}` in this turn"),
-                ));
-            }
+            Lookup::NotActivated => return refuse(Reason::ToolNotActivated { tool: name.to_owned() }, Step::Lookup),
+            Lookup::NotFound => return refuse(Reason::ToolNotFound { tool: name.to_owned() }, Step::Lookup),
         };
 
-        // 3. Script exclusions, decided by code from the tool's metadata.
-        if origin.is_script() {
-            guard.step = Step::ScriptExclusion;
-            if let Some(why) = tool.meta().script_exclusion() {
-                return Err(Failure::new(
-                    Code::NotCallableFromScript,
-                    Step::ScriptExclusion,
-                    format!("`{name}` cannot be called from a script ({why}); call it directly in your next response"),
-                ));
-            }
+        // 3. Exclusions, decided by code from the tool's metadata.
+        guard.step = Step::ScriptExclusion;
+        if origin.is_script()
+            && let Some(why) = tool.meta().script_exclusion()
+        {
+            let reason = Reason::NotCallableFromScript { tool: name.to_owned(), why: why.to_owned() };
+            return refuse(reason, Step::ScriptExclusion);
+        }
+        if tool.meta().nests && depth >= max_depth {
+            // Its own calls would be deeper than the turn allows.
+            let reason = Reason::DepthLimit { tool: name.to_owned(), depth: depth + 1, max: max_depth };
+            return refuse(reason, Step::ScriptExclusion);
         }
 
         // 4. Arguments.
         guard.step = Step::Arguments;
         if let Err(errors) = tool.validate(&request.args) {
-            return Err(Failure::new(
-                Code::InvalidArguments,
-                Step::Arguments,
-                format!("the arguments of `{name}` do not match its schema: {errors}"),
-            ));
+            return refuse(Reason::ArgumentsMismatch { tool: name.to_owned(), errors }, Step::Arguments);
         }
 
         // 5. Policy: the user's permission blocks, then the administrator's rules.
         guard.step = Step::Policy;
         if let Some(reason) = inner.permissions.blocked(name, &request.args) {
-            return Err(Failure::new(
-                Code::PermissionDenied,
-                Step::Policy,
-                format!("the user's permissions do not allow this call to `{name}`: {reason}"),
-            ));
+            return refuse(Reason::PermissionDenied { tool: name.to_owned(), reason: reason.to_owned() }, Step::Policy);
         }
         let (action, reason) = inner.policy.judge(name, &request.args);
         if action == PolicyAction::Deny {
-            let reason = reason.map(|r| format!(": {r}")).unwrap_or_default();
-            return Err(Failure::new(
-                Code::PolicyDenied,
-                Step::Policy,
-                format!("the administrator's policy blocks this call to `{name}`{reason}"),
-            ));
+            return refuse(Reason::PolicyDenied { tool: name.to_owned(), reason: reason.map(str::to_owned) }, Step::Policy);
         }
         let needs_approval =
             action == PolicyAction::NeedsApproval || tool.meta().approval == ApprovalRequirement::Always;
@@ -155,29 +147,41 @@ impl Turn {
         guard.step = Step::PreExecution;
         inner
             .precheck
-            .judge_and_record(name, &request.args, tool.meta().refuse_identical_repeat, needs_approval)
-            .map_err(|code| {
-                let message = match code {
-                    Code::RepeatedCall => {
-                        format!("an identical call to `{name}` was already made in this turn; use its result")
-                    }
-                    _ => format!(
-                        "this turn's cap of `{}` approval-required calls is spent; the call was not made",
-                        inner.precheck.max_approval_calls()
-                    ),
-                };
-                Failure::new(code, Step::PreExecution, message)
-            })?;
+            .judge_and_record(&request.id, name, &request.args, tool.meta().refuses_repeats(), needs_approval)
+            .map_err(|reason| Failure::new(&reason, Step::PreExecution))?;
 
-        // 7. Approval, with the same wait limit for both origins.
+        // 7. Approval, with the same wait limit for every origin.
         if needs_approval {
             guard.step = Step::Approval;
             self.approve(&tool, request, origin, approval_reason, guard).await?;
         }
 
-        // 8. Execution (and the ledger around it).
+        // 8. Execution (and the ledger around it), then the result limit.
         guard.step = Step::Execution;
-        self.run_tool(&tool, request, origin, needs_approval, slot, guard).await
+        let returned = self.run_tool(&tool, request, origin, needs_approval, slot, guard).await?;
+        self.check_result(name, request, returned)
+    }
+
+    /// The tool returned: a result the caller cannot receive (too large)
+    /// becomes a failure that says the tool RAN, so it is not blindly retried.
+    fn check_result(&self, tool: &str, request: &CallRequest, returned: Result<ToolOutput, super::tool::ToolError>) -> StepsOutcome {
+        let Ok(output) = &returned else { return Ok(returned) };
+        let limit = match (request.max_result_bytes, self.inner.limits.max_result_bytes) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(limit) = limit {
+            // Measured as the caller will receive it.
+            let size = serde_json::to_vec(&output.value).map_or(u64::MAX, |bytes| bytes.len() as u64);
+            if size > limit {
+                return Err(Failure::new(&Reason::ResultTooLarge { tool: tool.to_owned(), size, limit }, Step::Execution));
+            }
+        }
+        if tether_guest::wire::depth(&output.value) > tether_guest::wire::MAX_DEPTH {
+            let problem = format!("it nests deeper than `{}` levels", tether_guest::wire::MAX_DEPTH);
+            return Err(Failure::new(&Reason::InvalidResult { tool: tool.to_owned(), problem }, Step::Execution));
+        }
+        Ok(returned)
     }
 
     async fn approve(
@@ -203,7 +207,7 @@ impl Turn {
             biased;
             code = self.ended() => {
                 guard.approval = Some(ApprovalRecord { verdict: ApprovalVerdict::Abandoned, decided_by: "turn".into() });
-                return Err(Failure::new(code, Step::Approval, ended_message(code)));
+                return Err(Failure::new(&ended_reason(code), Step::Approval));
             }
             decided = tokio::time::timeout(wait, self.inner.approver.decide(&shown)) => decided,
         };
@@ -211,11 +215,7 @@ impl Turn {
             Err(_) => {
                 guard.approval =
                     Some(ApprovalRecord { verdict: ApprovalVerdict::TimedOut, decided_by: "timeout".into() });
-                Err(Failure::new(
-                    Code::ApprovalTimeout,
-                    Step::Approval,
-                    format!("no approval for `{name}` within `{wait:?}`; the call was not made"),
-                ))
+                Err(Failure::new(&Reason::ApprovalTimeout { tool: name.clone(), wait }, Step::Approval))
             }
             Ok(decision) if decision.approved => {
                 guard.approval =
@@ -223,14 +223,14 @@ impl Turn {
                 Ok(())
             }
             Ok(decision) => {
-                let why = decision.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
-                let message = format!(
-                    "approval for `{name}` was denied by `{}`{why}; the call was not made",
-                    decision.decided_by
-                );
+                let reason = Reason::ApprovalDenied {
+                    tool: name.clone(),
+                    decided_by: decision.decided_by.clone(),
+                    reason: decision.reason.clone(),
+                };
                 guard.approval =
                     Some(ApprovalRecord { verdict: ApprovalVerdict::Denied, decided_by: decision.decided_by });
-                Err(Failure::new(Code::ApprovalDenied, Step::Approval, message))
+                Err(Failure::new(&reason, Step::Approval))
             }
         }
     }
@@ -241,7 +241,7 @@ impl Turn {
         request: &CallRequest,
         origin: &CallOrigin,
         approval_required: bool,
-        slot: super::budget::Reservation,
+        slot: Reservation,
         guard: &mut CallGuard,
     ) -> StepsOutcome {
         let name = request.name.as_str();
@@ -262,7 +262,7 @@ impl Turn {
             settled_at_ms: None,
             outcome: None,
         };
-        let context = ToolContext { turn: self.clone(), call_id: request.id.clone(), origin: origin.clone() };
+        let context = ToolContext { turn: Arc::new(self.clone()), call_id: request.id.clone(), origin: origin.clone() };
         let executor = tool.executor();
         let args = request.args.clone();
 
@@ -275,13 +275,16 @@ impl Turn {
             };
             if effects {
                 let (turn_id, call_id) = (ledger.turn_id.clone(), ledger.call_id.clone());
-                if let Err(error) = self.blocking(move |store| store.ledger_started(&ledger)).await {
-                    tracing::error!(%error, "cannot record `started` in the effect ledger; not running the tool");
-                    return Err(Failure::new(
-                        Code::LedgerUnavailable,
-                        Step::Execution,
-                        format!("`{name}` was not run: the effect ledger could not record it"),
-                    ));
+                match self.blocking(move |store| store.ledger_started(&ledger)).await {
+                    Ok(()) => {}
+                    Err(StoreError::DuplicateLedgerRow(call_id)) => {
+                        tracing::warn!(%call_id, "the ledger already holds this call id; not running the tool again");
+                        return Err(Failure::new(&Reason::ReplayedCall { call_id, settled: true }, Step::Execution));
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, "cannot record `started` in the effect ledger; not running the tool");
+                        return Err(Failure::new(&Reason::LedgerUnavailable { tool: name.to_owned() }, Step::Execution));
+                    }
                 }
                 slot.keep();
                 let returned = self.run_executor(executor, context, args, limit, name).await?;
@@ -300,33 +303,25 @@ impl Turn {
         };
         tokio::select! {
             biased;
-            code = self.ended() => Err(Failure::new(code, Step::Execution, ended_message(code))),
+            code = self.ended() => Err(Failure::new(&ended_reason(code), Step::Execution)),
             outcome = work => outcome,
         }
     }
 
     async fn run_executor(
         &self,
-        executor: std::sync::Arc<dyn super::tool::ToolExecutor>,
+        executor: Arc<dyn ToolExecutor>,
         context: ToolContext,
         args: serde_json::Value,
-        limit: std::time::Duration,
+        limit: Duration,
         name: &str,
     ) -> StepsOutcome {
         let run = AssertUnwindSafe(executor.execute(context, args)).catch_unwind();
         match tokio::time::timeout(limit, run).await {
-            Err(_) => Err(Failure::new(
-                Code::ToolTimeout,
-                Step::Execution,
-                format!("`{name}` did not finish within its time limit of `{limit:?}`; it may have had effects"),
-            )),
+            Err(_) => Err(Failure::new(&Reason::ToolTimeout { tool: name.to_owned(), limit }, Step::Execution)),
             Ok(Err(_panic)) => {
                 tracing::error!("the tool's executor panicked");
-                Err(Failure::new(
-                    Code::ToolFailed,
-                    Step::Execution,
-                    format!("`{name}` failed inside the host; the cause is in the host's logs"),
-                ))
+                Err(Failure::new(&Reason::ToolFailed { tool: name.to_owned() }, Step::Execution))
             }
             Ok(Ok(returned)) => Ok(returned),
         }
@@ -337,10 +332,12 @@ impl Turn {
 mod tests {
     use super::*;
     use crate::turn::{
-        AdminPolicy, Answer, ApprovalVerdict, ArgMatch, AuditStore, CallOutcome, CallPattern, EventLog, LedgerState,
-        MemoryAuditStore, PolicyApprover, ToolEvent, ToolOutput, ToolSpec, TurnBuilder, UserPermissions, executor_fn,
+        AdminPolicy, Answer, ApprovalVerdict, ArgMatch, AuditStore, CallOutcome, CallPattern, CallStatus, EventLog,
+        LedgerState, MemoryAuditStore, PolicyApprover, ToolEvent, ToolOutput, ToolSpec, TurnBuilder, UserPermissions,
+        executor_fn,
     };
     use serde_json::{Value, json};
+    use tether_codes::Code;
     use std::collections::HashMap;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::{Arc, Mutex};
@@ -429,15 +426,17 @@ mod tests {
             .approver(approver.clone())
             .approval_timeout(Duration::from_millis(100));
         for (spec, name) in [
-            (ToolSpec::new("ping", "", schema()), "ping"),
-            (ToolSpec::new("mail", "", schema()).requires_approval(), "mail"),
-            (ToolSpec::new("once", "", schema()).refuse_identical_repeat(), "once"),
+            (ToolSpec::new("ping", "", schema()).allow_repeats(), "ping"),
+            (ToolSpec::new("mail", "", schema()).requires_approval().allow_repeats(), "mail"),
+            (ToolSpec::new("once", "", schema()), "once"),
+            (ToolSpec::new("look", "", schema()).read_only(), "look"),
+            (ToolSpec::new("nest", "", schema()).read_only().nests(), "nest"),
             (ToolSpec::new("later", "", schema()).deferred(), "later"),
             (ToolSpec::new("ask", "", schema()).asks_user(), "ask"),
-            (ToolSpec::new("hold", "", schema()).requires_approval(), "hold"),
+            (ToolSpec::new("hold", "", schema()).requires_approval().allow_repeats(), "hold"),
             (ToolSpec::new("slow", "", schema()).time_limit(Duration::from_millis(30)).requires_approval(), "hold"),
-            (ToolSpec::new("overlap", "", schema()), "overlap"),
-            (ToolSpec::new("overlap_safe", "", schema()).concurrency_safe(), "overlap_safe"),
+            (ToolSpec::new("overlap", "", schema()).allow_repeats(), "overlap"),
+            (ToolSpec::new("overlap_safe", "", schema()).concurrency_safe().allow_repeats(), "overlap_safe"),
             (ToolSpec::new("panics", "", schema()), "panics"),
             (ToolSpec::new("fails", "", schema()), "fails"),
         ] {
@@ -451,8 +450,8 @@ mod tests {
         turn.execute(CallRequest::new(id, tool, args), CallOrigin::Model).await
     }
 
-    fn script(n: u32) -> CallOrigin {
-        CallOrigin::Script { run_id: "t1/run-1".into(), parent_call_id: "p".into(), index: n }
+    fn script() -> CallOrigin {
+        CallOrigin::Script { run_id: "t1/run-1".into(), parent_call_id: "p".into(), depth: 1 }
     }
 
     fn code(result: &CallResult) -> Option<Code> {
@@ -537,9 +536,14 @@ mod tests {
     async fn the_pre_execution_check_refuses_repeats_and_caps_approvals() {
         let s = setup(PolicyApprover::approve_all(), |b| b.max_approval_calls(1));
         assert!(model(&s.turn, "c1", "once", json!({"n": 1})).await.failure().is_none());
-        assert_eq!(code(&model(&s.turn, "c2", "once", json!({"n": 1})).await), Some(Code::RepeatedCall));
+        let repeat = model(&s.turn, "c2", "once", json!({"n": 1})).await;
+        assert_eq!(code(&repeat), Some(Code::RepeatedCall), "a tool with effects refuses repeats by default");
+        assert!(repeat.failure().unwrap().message.contains("`c1`"), "the refusal names the earlier call");
         assert!(model(&s.turn, "c3", "once", json!({"n": 2})).await.failure().is_none());
         assert_eq!(s.probe.runs("once"), 2);
+        for id in ["c6", "c7"] {
+            assert!(model(&s.turn, id, "look", json!({"n": 1})).await.failure().is_none(), "read-only: repeats allowed");
+        }
 
         assert!(model(&s.turn, "c4", "mail", json!({"n": 1})).await.failure().is_none());
         let capped = model(&s.turn, "c5", "mail", json!({"n": 2})).await;
@@ -581,7 +585,7 @@ mod tests {
         assert_eq!(code(&panicked), Some(Code::ToolFailed));
         // The same asks-the-user tool: fine for the model, refused for a script.
         assert!(model(&s.turn, "c3", "ask", json!({})).await.failure().is_none());
-        let from_script = s.turn.execute(CallRequest::new("p/1", "ask", json!({})), script(1)).await;
+        let from_script = s.turn.execute(CallRequest::new("p/1", "ask", json!({})), script()).await;
         assert_eq!(code(&from_script), Some(Code::NotCallableFromScript));
         assert_eq!(s.probe.runs("ask"), 1);
         let row = s.store.audit_log("t1").unwrap().pop().unwrap();
@@ -644,12 +648,12 @@ mod tests {
     async fn script_calls_of_unsafe_tools_run_alone() {
         let s = setup(PolicyApprover::approve_all(), |b| b);
         let calls =
-            (1..=3).map(|n| s.turn.execute(CallRequest::new(format!("p/{n}"), "overlap", json!({})), script(n)));
+            (1..=3).map(|n| s.turn.execute(CallRequest::new(format!("p/{n}"), "overlap", json!({})), script()));
         futures::future::join_all(calls).await;
         assert_eq!(s.probe.peak.load(Ordering::SeqCst), 1, "unsafe: one at a time");
         // Safe calls only finish once all three run at once; run alone they would wait forever.
         let calls =
-            (4..=6).map(|n| s.turn.execute(CallRequest::new(format!("p/{n}"), "overlap_safe", json!({})), script(n)));
+            (4..=6).map(|n| s.turn.execute(CallRequest::new(format!("p/{n}"), "overlap_safe", json!({})), script()));
         let together = tokio::time::timeout(Duration::from_secs(10), futures::future::join_all(calls)).await;
         assert!(together.is_ok_and(|r| r.iter().all(|r| r.failure().is_none())), "safe calls run together");
     }
@@ -706,10 +710,72 @@ mod tests {
         assert_eq!(s.turn.calls_used(), 0, "and the call gave its budget slot back");
         // A read-only tool needs no ledger row and runs.
         let s = setup(PolicyApprover::approve_all(), |b| b.audit_store(store.clone()));
-        let turn = s.turn.clone();
-        let extra = ToolSpec::new("look", "", schema()).read_only();
-        turn.register(crate::turn::Tool::new(extra, counting(&s.probe, "look")).unwrap()).unwrap();
         assert!(model(&s.turn, "c2", "look", json!({})).await.failure().is_none());
         assert_eq!(store.audit_log("t1").unwrap().len(), 2, "both calls were audited");
+    }
+
+    #[tokio::test]
+    async fn depth_is_capped_and_nesting_tools_are_refused_at_the_deepest_level() {
+        let s = setup(PolicyApprover::approve_all(), |b| b.max_depth(2));
+        let at = |depth| CallOrigin::Tool { parent_call_id: "p".into(), depth };
+        assert!(s.turn.execute(CallRequest::new("a", "look", json!({})), at(2)).await.failure().is_none());
+        let deep = s.turn.execute(CallRequest::new("b", "look", json!({})), at(3)).await;
+        assert_eq!((code(&deep), deep.failure().unwrap().step), (Some(Code::DepthLimitExceeded), Step::Budget));
+        assert!(s.turn.execute(CallRequest::new("c", "nest", json!({})), at(1)).await.failure().is_none());
+        let nesting = s.turn.execute(CallRequest::new("d", "nest", json!({})), at(2)).await;
+        assert_eq!(code(&nesting), Some(Code::DepthLimitExceeded), "its own calls would be too deep");
+        assert_eq!(s.probe.runs("nest"), 1);
+        let listed: Vec<String> = s.turn.callable_tools(2).into_iter().map(|t| t.name).collect();
+        assert!(!listed.contains(&"nest".to_owned()) && listed.contains(&"look".to_owned()), "{listed:?}");
+        let row = s.store.audit_log("t1").unwrap().into_iter().find(|r| r.call_id == "b").unwrap();
+        assert_eq!((row.origin.as_str(), row.code.as_deref()), ("tool", Some("depth_limit_exceeded")));
+    }
+
+    #[tokio::test]
+    async fn a_tool_calls_back_into_the_turn_one_level_deeper_never_as_the_model() {
+        let probe = Arc::new(Probe::default());
+        let store = Arc::new(MemoryAuditStore::new());
+        let outer = executor_fn(|context: crate::turn::ToolContext, _args: Value| async move {
+            let inner = context.call(1, "ask", json!({})).await;
+            Ok(ToolOutput::new(json!({"inner": inner.to_model_value()})))
+        });
+        let turn = Turn::builder("t1")
+            .audit_store(store.clone())
+            .tool(ToolSpec::new("outer", "", schema()).read_only().nests(), outer)
+            .tool(ToolSpec::new("ask", "", schema()).read_only(), counting(&probe, "ask"))
+            .build()
+            .unwrap();
+        let result = model(&turn, "c1", "outer", json!({})).await;
+        assert!(result.failure().is_none(), "{result:?}");
+        let rows = store.audit_log("t1").unwrap();
+        let nested = rows.iter().find(|r| r.call_id == "c1/1").unwrap();
+        assert_eq!((nested.origin.as_str(), nested.parent_call_id.as_deref()), ("tool", Some("c1")));
+        assert_eq!(probe.runs("ask"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_result_over_the_limit_says_the_tool_ran_and_is_settled_once() {
+        let s = setup(PolicyApprover::approve_all(), |b| b);
+        let request = CallRequest::new("p/1", "once", json!({"to": "x".repeat(100)})).max_result_bytes(50);
+        let result = s.turn.execute(request, script()).await;
+        assert_eq!(code(&result), Some(Code::ResultTooLarge));
+        assert_eq!(result.status(), CallStatus::Undelivered);
+        let message = &result.failure().unwrap().message;
+        assert!(message.contains("ran and its effect happened") && message.contains("do not call it again"), "{message}");
+        assert_eq!(s.probe.runs("once"), 1, "one effect");
+        let ledger = s.store.ledger("t1").unwrap();
+        assert_eq!(ledger.len(), 1);
+        assert_eq!((ledger[0].state, ledger[0].outcome), (LedgerState::Settled, Some(CallStatus::Ok)));
+        let row = s.store.audit_log("t1").unwrap().pop().unwrap();
+        assert_eq!((row.status, row.code.as_deref()), (CallStatus::Undelivered, Some("result_too_large")));
+    }
+
+    #[tokio::test]
+    async fn a_call_id_the_ledger_holds_is_a_replay_and_never_runs_twice() {
+        let s = setup(PolicyApprover::approve_all(), |b| b);
+        assert!(model(&s.turn, "c1", "once", json!({"n": 1})).await.failure().is_none());
+        let replay = model(&s.turn, "c1", "once", json!({"n": 2})).await;
+        assert_eq!(code(&replay), Some(Code::ReplayedCall));
+        assert_eq!(s.probe.runs("once"), 1);
     }
 }

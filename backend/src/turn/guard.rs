@@ -5,11 +5,13 @@
 
 use super::approval::{ApprovalRecord, ApprovalVerdict};
 use super::audit::{AuditRecord, cut, unix_ms};
-use super::call::{CallOrigin, CallOutcome, CallRequest, CallResult, CallStatus, Failure};
-use super::codes::{Code, Step};
+use super::call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure};
 use super::events::ToolEvent;
-use super::state::Turn;
+use super::origin::CallOrigin;
+use super::state::{Turn, ended_reason};
+use super::step::Step;
 use super::tool::{ToolError, ToolOutput};
+use tether_codes::{Code, Reason};
 use std::time::{Duration, Instant, SystemTime};
 
 /// What the steps produced: the tool's return, or a failure.
@@ -103,6 +105,7 @@ impl CallGuard {
             outcome,
             metadata,
             approval: self.approval.clone(),
+            recorded_args: self.args.0.clone(),
         };
         let (turn_id, parent_call_id) = (self.turn.id().to_owned(), self.origin.parent_call_id().map(str::to_owned));
         let (event, step, code) = match &result.outcome {
@@ -152,9 +155,10 @@ impl Drop for CallGuard {
         if self.settled {
             return;
         }
-        let code = self.turn.end_reason().unwrap_or(Code::ParentSettled);
+        let reason = self.turn.end_reason().map_or(Reason::ParentSettled, ended_reason);
+        let code = reason.code();
         let message = match code {
-            Code::ParentSettled => "parent settled: the call was dropped before it settled".to_owned(),
+            Code::ParentSettled => reason.message(),
             other => format!("{}: the call was dropped before it settled", other.display_name()),
         };
         if self.step == Step::Approval && self.approval.is_none() {

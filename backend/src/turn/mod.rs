@@ -1,56 +1,68 @@
 //! The turn: ONE execution path for model-issued and script-issued tool calls.
 //!
 //! Where things are:
-//! - `state`: [`Turn`] and [`TurnBuilder`] — the one tool list, the checks'
-//!   state, approver, audit store, cap, deadline and cancellation
+//! - `state` / `builder`: [`Turn`] and [`TurnBuilder`] — the one tool list,
+//!   the checks' state, approver, audit store, cap, deadline, cancellation
+//! - `limits`: [`TurnLimits`], every limit of a turn and its default
 //! - `execute`: [`Turn::execute`], the ordered steps every call goes through
-//! - `codes`: every failure [`Code`] (machine code + display name) and [`Step`]
-//! - `tool` / `registry`: tools, their code-decided metadata, the list
+//! - `step`: the [`Step`]s; failure codes and their messages are defined once
+//!   for the whole system in `tether_codes` ([`Code`], [`Reason`])
+//! - `call` / `origin`: a call's request, result and failure; who issued it
+//!   and how deep it is nested
+//! - `tool` / `executor` / `registry`: tools as data, how they run (and what
+//!   they may do with the turn: [`TurnAccess`]), the one list
 //! - `policy`, `precheck`, `budget`, `approval`: the individual checks
 //! - `audit` / `sqlite`: the audit log and effect ledger
 //! - `events`, `summary`, `guard`: events, the nested-call summary, and
 //!   the guard that makes every started call settle exactly once
-//! - `script`: the script tool `run_script` and the `activate_tools` meta tool
+//! - `script`: the script tool `run_script` — the one adapter to the sidecar
+//!   client — and the `activate_tools` meta tool
 
 mod approval;
 mod audit;
 mod budget;
+mod builder;
 mod call;
-mod codes;
 mod error;
 mod events;
 mod execute;
+mod executor;
 mod guard;
+mod limits;
+mod origin;
 mod policy;
 mod precheck;
 mod registry;
 mod script;
 mod sqlite;
 mod state;
+mod step;
 mod summary;
 mod tool;
 
-pub use approval::{
-    Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover,
-    TerminalApprover,
-};
+pub use approval::{Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover};
 pub use audit::{
     AuditRecord, AuditStore, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, MemoryAuditStore, Redactor,
 };
 pub use budget::{CallBudget, Reservation};
-pub use call::{CallOrigin, CallOutcome, CallRequest, CallResult, CallStatus, Failure};
-pub use codes::{Code, Step};
+pub use builder::TurnBuilder;
+pub use call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure};
 pub use error::{StoreError, TurnError};
 pub use events::{EventLog, EventSink, NoEvents, ToolEvent};
+pub use executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};
+pub use limits::TurnLimits;
+pub use origin::CallOrigin;
 pub use policy::{
     AdminPolicy, ArgMatch, ArgPattern, CallPattern, PolicyAction, PolicyRule, UserPermissions, glob_match,
 };
 pub use precheck::PreExecutionCheck;
-pub use registry::{ListedTool, Lookup, ToolRegistry};
+pub use registry::{ListedTool, Lookup, Tool, ToolRegistry};
 pub use script::{SCRIPT_TOOL_NAME, ScriptTool, activate_tools_tool};
 pub use sqlite::SqliteAuditStore;
-pub use state::{Turn, TurnBuilder, TurnLimits};
+pub use state::Turn;
+pub use step::Step;
 pub use summary::{MAX_NESTED_ENTRIES, NESTED_ARGS_BYTES, NESTED_ERROR_BYTES};
+pub use tether_codes::{Code, Reason};
 pub use tool::{
-    ApprovalRequirement, Tool, ToolContext, ToolError, ToolExecutor, ToolMeta, ToolOutput, ToolSpec, executor_fn,
+    ApprovalRequirement, RepeatRule, ToolDef, ToolError, ToolMeta, ToolOutput, ToolReplay, ToolSpec,
 };

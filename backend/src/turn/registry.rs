@@ -1,11 +1,76 @@
 //! The turn's ONE tool list: the very list the model sees, the list a script
-//! is started with, and the list every call is looked up in.
+//! is started with, and the list every call is looked up in — and [`Tool`],
+//! a tool ready for it (spec, compiled input schema, executor).
 
 use super::error::TurnError;
-use super::tool::Tool;
-use crate::client::ToolDef;
+use super::executor::ToolExecutor;
+use super::tool::{ToolDef, ToolMeta, ToolSpec};
+use serde_json::Value;
 use std::collections::HashSet;
-use std::sync::RwLock;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+
+/// A tool ready for the registry: its spec, its compiled input schema and its
+/// executor. Cheap to clone.
+#[derive(Clone)]
+pub struct Tool {
+    spec: Arc<ToolSpec>,
+    validator: Arc<jsonschema::Validator>,
+    executor: Arc<dyn ToolExecutor>,
+}
+
+impl Tool {
+    /// A tool from `spec` and `executor`.
+    ///
+    /// # Errors
+    /// [`TurnError::InvalidSchema`] if the input schema does not compile
+    /// (remote `$ref`s are not resolved).
+    pub fn new(spec: ToolSpec, executor: Arc<dyn ToolExecutor>) -> Result<Tool, TurnError> {
+        let validator = jsonschema::validator_for(&spec.input_schema)
+            .map_err(|e| TurnError::InvalidSchema { tool: spec.name.clone(), reason: e.to_string() })?;
+        Ok(Tool { spec: Arc::new(spec), validator: Arc::new(validator), executor })
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The metadata.
+    pub fn meta(&self) -> &ToolMeta {
+        &self.spec.meta
+    }
+
+    pub(crate) fn executor(&self) -> Arc<dyn ToolExecutor> {
+        self.executor.clone()
+    }
+
+    /// Checks `args` against the input schema; `Err` lists up to 5 errors,
+    /// each with the location in the arguments.
+    pub fn validate(&self, args: &Value) -> Result<(), String> {
+        let errors: Vec<String> = self
+            .validator
+            .iter_errors(args)
+            .take(5)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() { e.to_string() } else { format!("at `{at}`: {e}") }
+            })
+            .collect();
+        if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+    }
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool").field("spec", &self.spec).finish_non_exhaustive()
+    }
+}
 
 /// The turn's tools, in registration order, with their activation state.
 ///
@@ -119,17 +184,19 @@ impl ToolRegistry {
             .collect()
     }
 
-    /// The callable tools (deferred ones only once activated) as sent to the
-    /// sidecar: name, description, input schema; no metadata. Tools a script
-    /// may not call are listed too: calling them is refused at step 3, with a
-    /// reason the script can read.
-    pub fn script_tools(&self) -> Vec<ToolDef> {
-        self.model_view()
-            .into_iter()
-            .filter_map(|t| match t {
-                ListedTool::Full(def) => Some(def),
-                ListedTool::NameOnly(_) => None,
-            })
+    /// The tools a caller at `depth` may call, as a script is started with
+    /// them: callable (deferred ones only once activated), not excluded from
+    /// scripts (a script never sees `run_script`), and — at `max_depth` or
+    /// deeper — none that nest. The same list the exclusions (step 3) enforce.
+    pub fn callable_tools(&self, depth: u32, max_depth: u32) -> Vec<ToolDef> {
+        let state = self.read();
+        state
+            .tools
+            .iter()
+            .filter(|t| !t.meta().deferred || state.activated.contains(t.name()))
+            .filter(|t| t.meta().script_exclusion().is_none())
+            .filter(|t| depth < max_depth || !t.meta().nests)
+            .map(tool_def)
             .collect()
     }
 }
@@ -142,11 +209,29 @@ fn tool_def(tool: &Tool) -> ToolDef {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::turn::tool::{ToolOutput, ToolSpec, executor_fn};
-    use serde_json::{Value, json};
+    use crate::turn::executor::executor_fn;
+    use crate::turn::tool::ToolOutput;
+    use serde_json::json;
+
+    fn noop() -> Arc<dyn ToolExecutor> {
+        executor_fn(|_, _| async { Ok(ToolOutput::new(Value::Null)) })
+    }
 
     fn tool(spec: ToolSpec) -> Tool {
-        Tool::new(spec, executor_fn(|_, _| async { Ok(ToolOutput::new(Value::Null)) })).unwrap()
+        Tool::new(spec, noop()).unwrap()
+    }
+
+    #[test]
+    fn the_callable_list_leaves_out_exclusions_and_nesting_tools_at_the_deepest_level() {
+        let registry = ToolRegistry::new();
+        registry.register(tool(ToolSpec::new("read", "", json!({})))).unwrap();
+        registry.register(tool(ToolSpec::new("ask", "", json!({})).asks_user())).unwrap();
+        let script_tool = ToolMeta { is_script_tool: true, nests: true, ..ToolMeta::default() };
+        registry.register(tool(ToolSpec::new("run_script", "", json!({})).meta(script_tool))).unwrap();
+        registry.register(tool(ToolSpec::new("agent_x", "", json!({})).nests())).unwrap();
+        let names = |depth| registry.callable_tools(depth, 3).into_iter().map(|t| t.name).collect::<Vec<_>>();
+        assert_eq!(names(1), ["read", "agent_x"], "no excluded tool, and never the script tool");
+        assert_eq!(names(3), ["read"], "nothing that nests at the deepest level");
     }
 
     #[test]
@@ -158,15 +243,32 @@ mod tests {
         assert!(matches!(registry.lookup("later"), Lookup::NotActivated));
         assert!(matches!(registry.lookup("ghost"), Lookup::NotFound));
         assert_eq!(registry.model_view()[1], ListedTool::NameOnly("later".into()));
-        assert_eq!(registry.script_tools().len(), 1);
+        assert_eq!(registry.callable_tools(1, 3).len(), 1);
 
         assert!(registry.activate("later").unwrap());
         assert!(!registry.activate("later").unwrap(), "a second activation changes nothing");
         assert!(!registry.activate("plain").unwrap());
         assert!(matches!(registry.lookup("later"), Lookup::Found(_)));
         assert!(matches!(registry.model_view()[1], ListedTool::Full(ref d) if d.name == "later"));
-        assert_eq!(registry.script_tools().len(), 2);
+        assert_eq!(registry.callable_tools(1, 3).len(), 2);
         assert!(matches!(registry.activate("ghost"), Err(TurnError::UnknownTool(_))));
+    }
+
+    #[test]
+    fn validation_names_the_failing_location() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let tool = Tool::new(ToolSpec::new("t", "", schema), noop()).unwrap();
+        assert!(tool.validate(&json!({"n": 1})).is_ok());
+        let missing = tool.validate(&json!({})).unwrap_err();
+        assert!(missing.contains("\"n\""), "{missing}");
+        let wrong = tool.validate(&json!({"n": "x"})).unwrap_err();
+        assert!(wrong.contains("/n"), "{wrong}");
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_is_an_error() {
+        let err = Tool::new(ToolSpec::new("bad", "", json!({"type": 12})), noop()).unwrap_err();
+        assert!(matches!(err, TurnError::InvalidSchema { ref tool, .. } if tool == "bad"), "{err}");
     }
 
     #[test]

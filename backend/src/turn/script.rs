@@ -1,18 +1,32 @@
 //! The script tool, `run_script`: a tool of the turn whose executor opens a
-//! sidecar run with the turn's current tool list and serves every call the
-//! script makes through [`Turn::execute`] with origin `Script` — the same
-//! path, the same checks, the same records as a call the model makes.
+//! sidecar run with the tools the script may call and serves every call the
+//! script makes through [`Turn::execute`](super::Turn::execute) with origin
+//! `Script` — the same path, the same checks, the same records as a call the
+//! model makes. Calls the sidecar refused by itself are recorded through the
+//! same guard.
+//!
+//! This is the ONE place the turn meets the sidecar client (the transport):
+//! the rest of the turn knows nothing of gRPC.
+//!
+//! Here too: the run's refusal cap (a script gets at most
+//! `TurnLimits::max_refused_script_calls` refused calls; later ones are
+//! refused without being evaluated).
 
-use super::call::{CallOrigin, CallRequest};
+use super::call::{CallOutcome, CallRequest, CallResult, Failure};
 use super::error::TurnError;
-use super::state::Turn;
+use super::executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};
+use super::origin::CallOrigin;
+use super::registry::Tool;
+use super::step::Step;
 use super::summary::NestedSummary;
-use super::tool::{Tool, ToolContext, ToolError, ToolExecutor, ToolMeta, ToolOutput, ToolSpec};
+use super::tool::{ToolError, ToolMeta, ToolOutput, ToolSpec};
 use crate::client::{RunRequest, SidecarClient};
-use crate::handler::{CallHandler, ScriptCall, ToolOutcome};
+use crate::handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+use tether_codes::{Code, Reason};
 use tether_proto::pb;
 
 /// The script tool's default name.
@@ -76,9 +90,9 @@ impl ScriptTool {
         self
     }
 
-    /// The spec as the model sees it; metadata: the script tool, read-only
-    /// (its effects are its nested calls', each in the ledger), safe to run
-    /// alongside other calls.
+    /// The spec as the model sees it; metadata: the script tool (it nests),
+    /// read-only (its effects are its nested calls', each in the ledger), safe
+    /// to run alongside other calls.
     pub fn spec(&self) -> ToolSpec {
         let schema = json!({
             "type": "object",
@@ -91,6 +105,7 @@ impl ScriptTool {
         });
         ToolSpec::new(self.name.clone(), DESCRIPTION, schema).meta(ToolMeta {
             is_script_tool: true,
+            nests: true,
             read_only: true,
             concurrency_safe: true,
             time_limit: Some(self.time_limit),
@@ -116,10 +131,12 @@ struct ScriptExecutor {
 impl ToolExecutor for ScriptExecutor {
     async fn execute(&self, context: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let Some(source) = args.get("code").and_then(Value::as_str) else {
-            return Err(ToolError::new("invalid_arguments", "`code` must be a string"));
+            return Err(ToolError::new(Code::InvalidArguments.as_str(), "`code` must be a string"));
         };
-        let turn = context.turn;
+        let turn = context.turn.clone();
         let run_id = turn.next_run_id();
+        // The script's calls are one level below the call that started it.
+        let depth = context.depth() + 1;
         let mut limits = self.tool.limits;
         if let Some(remaining) = turn.remaining() {
             let ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX).max(1);
@@ -132,16 +149,20 @@ impl ToolExecutor for ScriptExecutor {
             source: source.to_owned(),
             language: self.tool.language.clone(),
             input: args.get("input").cloned().unwrap_or(Value::Null),
-            // The turn's CURRENT list; tools activated later are still
-            // callable by name (`call(...)`): the lookup reads the live list.
-            tools: turn.script_tools(),
+            // What the script may call at its depth; tools activated later
+            // are still callable by name (`call(...)`): the lookup reads the
+            // live list.
+            tools: turn.callable_tools(depth),
             limits,
         };
         let handler = ScriptCalls {
-            turn: turn.clone(),
+            max_refused: turn.limits().max_refused_script_calls,
+            summary: NestedSummary::new(turn.limits().capture_payloads),
+            turn,
             run_id: run_id.clone(),
             parent_call_id: context.call_id,
-            summary: NestedSummary::new(turn.limits().capture_payloads),
+            depth,
+            refused: AtomicU32::new(0),
         };
         let outcome = self.tool.client.run(request, &handler).await;
         let mut metadata = match handler.summary.to_json() {
@@ -198,33 +219,78 @@ impl ToolExecutor for ScriptExecutor {
     }
 }
 
-/// Serves one run's calls: each through [`Turn::execute`] with origin `Script`.
+/// Serves one run's calls: each through the one execution path with origin
+/// `Script`, and records the calls the sidecar refused by itself.
 struct ScriptCalls {
-    turn: Turn,
+    turn: Arc<dyn TurnAccess>,
     run_id: String,
     parent_call_id: String,
+    /// The depth of the script's calls.
+    depth: u32,
     summary: NestedSummary,
+    /// Calls of this run refused so far (by the sidecar or the turn).
+    refused: AtomicU32,
+    max_refused: u32,
+}
+
+impl ScriptCalls {
+    fn origin(&self) -> CallOrigin {
+        CallOrigin::Script { run_id: self.run_id.clone(), parent_call_id: self.parent_call_id.clone(), depth: self.depth }
+    }
+
+    /// Counts `result` against the refusal cap when it is a refusal or a
+    /// denial (not a tool's own failure, a time-out, or the turn ending).
+    fn count_refusal(&self, result: &CallResult) {
+        if let CallOutcome::Failed(failure) = &result.outcome
+            && failure.step < Step::Execution
+            && !matches!(failure.code, Code::Cancelled | Code::TurnDeadlineExceeded | Code::SidecarBusy)
+        {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 #[async_trait::async_trait]
 impl CallHandler for ScriptCalls {
     async fn call(&self, call: ScriptCall) -> ToolOutcome {
-        let index = call
-            .id
-            .strip_prefix(self.parent_call_id.as_str())
-            .and_then(|rest| rest.strip_prefix('/'))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        let origin =
-            CallOrigin::Script { run_id: self.run_id.clone(), parent_call_id: self.parent_call_id.clone(), index };
-        let slot = self.summary.begin(&call.id, &call.name, &self.turn.redact(&call.name, &call.args));
-        let result = self.turn.execute(CallRequest { id: call.id, name: call.name, args: call.args }, origin).await;
+        let slot = self.summary.begin(&call.id, &call.name);
+        let mut request = CallRequest::new(call.id, call.name, call.args);
+        if call.max_result_bytes > 0 {
+            request = request.max_result_bytes(call.max_result_bytes);
+        }
+        let result = if self.refused.load(Ordering::Relaxed) >= self.max_refused {
+            let failure = Failure::new(&Reason::RefusalCap { max: self.max_refused }, Step::Budget);
+            self.turn.record_refused(request, self.origin(), failure).await
+        } else {
+            let result = self.turn.execute(request, self.origin()).await;
+            self.count_refusal(&result);
+            result
+        };
         self.summary.settle(slot, &result);
-        result.into_script_outcome()
+        script_outcome(result)
     }
 
-    fn call_cap_exceeded(&self, breach: &pb::CallCapExceeded) {
-        self.turn.audit_script_cap_breach(&self.run_id, &self.parent_call_id, breach);
+    async fn refused(&self, call: RefusedCall) {
+        // Counted before the first await, so calls the script made later see it.
+        if call.code != Code::SidecarBusy.as_str() {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        let slot = self.summary.begin(&call.id, &call.name);
+        // The arguments as far as the sidecar reported them; cut ones stay text.
+        let args = serde_json::from_str(&call.args_json).unwrap_or(Value::String(call.args_json));
+        let failure = Failure::reported(&call.code, Step::Sidecar, call.message);
+        let result = self.turn.record_refused(CallRequest::new(call.id, call.name, args), self.origin(), failure).await;
+        self.summary.settle(slot, &result);
+    }
+}
+
+/// What the script receives: the value, or the failure-shaped result with the
+/// same code and message the model would get.
+fn script_outcome(result: CallResult) -> ToolOutcome {
+    match result.outcome {
+        CallOutcome::Ok(value) => ToolOutcome::Ok(value),
+        CallOutcome::ToolError { code, message } => ToolOutcome::Failed { code, message },
+        CallOutcome::Failed(failure) => ToolOutcome::Failed { code: failure.code.as_str().to_owned(), message: failure.message },
     }
 }
 
@@ -249,7 +315,7 @@ pub fn activate_tools_tool() -> Result<Tool, TurnError> {
     .read_only();
     Tool::new(
         spec,
-        super::tool::executor_fn(|context: ToolContext, args: Value| async move {
+        executor_fn(|context: ToolContext, args: Value| async move {
             let names: Vec<String> = args
                 .get("names")
                 .and_then(Value::as_array)
@@ -263,43 +329,9 @@ pub fn activate_tools_tool() -> Result<Tool, TurnError> {
                 }
             }
             if activated.is_empty() {
-                return Err(ToolError::new("tool_not_found", format!("no such tools: {}", unknown.join(", "))));
+                return Err(ToolError::new(Code::ToolNotFound.as_str(), format!("no such tools: {}", unknown.join(", "))));
             }
             Ok(ToolOutput::new(json!({"activated": activated, "unknown": unknown})))
         }),
     )
-}
-
-impl Turn {
-    /// Audits a script's per-script call-cap breach once (the sidecar refuses
-    /// the calls themselves and reports the breach once per run).
-    fn audit_script_cap_breach(&self, run_id: &str, parent_call_id: &str, breach: &pb::CallCapExceeded) {
-        use super::audit::{AuditRecord, unix_ms};
-        use super::call::CallStatus;
-        use super::codes::{Code, Step};
-        let now = unix_ms(std::time::SystemTime::now());
-        let record = AuditRecord {
-            turn_id: self.id().to_owned(),
-            call_id: breach.call_id.clone(),
-            parent_call_id: Some(parent_call_id.to_owned()),
-            script_run_id: Some(run_id.to_owned()),
-            tool: breach.name.clone(),
-            origin: "script".into(),
-            args: String::new(),
-            args_truncated: false,
-            step: Some(Step::Budget),
-            code: Some(Code::ScriptCallCapReached.as_str().to_owned()),
-            approval: None,
-            decided_by: None,
-            status: CallStatus::Failed,
-            started_at_ms: now,
-            finished_at_ms: now,
-            duration_us: 0,
-        };
-        tracing::warn!(%run_id, max_calls = breach.max_calls, "the script passed its call cap");
-        // Once per run, from the run's loop: a short synchronous write.
-        if let Err(error) = self.inner.store.record(&record) {
-            tracing::error!(%error, "cannot audit the script's call-cap breach");
-        }
-    }
 }

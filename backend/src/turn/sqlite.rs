@@ -10,7 +10,7 @@
 use super::approval::ApprovalVerdict;
 use super::audit::{AuditRecord, AuditStore, LedgerEntry, LedgerState};
 use super::call::CallStatus;
-use super::codes::Step;
+use super::step::Step;
 use super::error::StoreError;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use std::path::{Path, PathBuf};

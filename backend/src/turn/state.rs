@@ -1,61 +1,28 @@
 //! The [`Turn`]: the one tool list, the checks' state, the approver, the audit
-//! store, the turn-wide cap, the deadline and the cancellation token — and
-//! its builder.
+//! store, the turn-wide cap, the deadline and the cancellation token. Built
+//! by [`TurnBuilder`](super::TurnBuilder).
 
-use super::approval::{Approver, PolicyApprover};
-use super::audit::{
-    AuditRecord, AuditStore, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, MemoryAuditStore, Redactor,
-};
+use super::approval::Approver;
+use super::audit::{AuditRecord, AuditStore, LedgerEntry, Redactor};
 use super::budget::CallBudget;
-use super::codes::Code;
+use super::call::{CallRequest, CallResult, Failure};
 use super::error::{StoreError, TurnError};
-use super::events::{EventSink, NoEvents};
+use super::events::EventSink;
+use super::executor::TurnAccess;
+use super::limits::TurnLimits;
+use super::origin::CallOrigin;
 use super::policy::{AdminPolicy, UserPermissions};
 use super::precheck::PreExecutionCheck;
-use super::registry::{ListedTool, ToolRegistry};
-use super::tool::{Tool, ToolExecutor, ToolSpec};
-use crate::client::ToolDef;
+use super::registry::{ListedTool, Tool, ToolRegistry};
+use super::tool::ToolDef;
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tether_codes::{Code, Reason};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// The turn's limits. Each has a default, listed per field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnLimits {
-    /// Tool calls per turn, model and script calls together, calls in flight
-    /// included. Default 200.
-    pub max_tool_calls: u32,
-    /// Approval-required calls per turn (counted by the pre-execution check,
-    /// whatever the approver decides). Default 25.
-    pub max_approval_calls: u32,
-    /// How long a call waits for the approver, the same for both origins.
-    /// Default 5 minutes.
-    pub approval_timeout: Duration,
-    /// The time limit of a tool that sets none. Default 2 minutes.
-    pub default_tool_time_limit: Duration,
-    /// Bytes of arguments kept in an audit or ledger row. Default 4 KiB.
-    pub audit_args_bytes: usize,
-    /// Put (redacted) arguments in `ToolStarted` events and arguments and
-    /// errors in the nested-call summary. Default off.
-    pub capture_payloads: bool,
-}
-
-impl Default for TurnLimits {
-    fn default() -> Self {
-        TurnLimits {
-            max_tool_calls: 200,
-            max_approval_calls: 25,
-            approval_timeout: Duration::from_secs(300),
-            default_tool_time_limit: Duration::from_secs(120),
-            audit_args_bytes: DEFAULT_AUDIT_ARGS_BYTES,
-            capture_payloads: false,
-        }
-    }
-}
 
 /// One agent turn. Cheap to clone; clones share the turn.
 ///
@@ -84,7 +51,7 @@ pub(crate) struct Inner {
     /// Script calls of tools that are not concurrency-safe take this
     /// exclusively; safe ones share it.
     pub(crate) gate: tokio::sync::RwLock<()>,
-    runs: AtomicU64,
+    pub(crate) runs: AtomicU64,
 }
 
 impl fmt::Debug for Turn {
@@ -100,11 +67,6 @@ impl fmt::Debug for Turn {
 }
 
 impl Turn {
-    /// A builder for turn `id`.
-    pub fn builder(id: impl Into<String>) -> TurnBuilder {
-        TurnBuilder::new(id)
-    }
-
     /// The turn's id.
     pub fn id(&self) -> &str {
         &self.inner.id
@@ -120,9 +82,11 @@ impl Turn {
         self.inner.registry.model_view()
     }
 
-    /// The callable tools as a script is started with them.
-    pub fn script_tools(&self) -> Vec<ToolDef> {
-        self.inner.registry.script_tools()
+    /// The tools a caller at `depth` may call, as a script whose calls are
+    /// at `depth` is started with them: callable, not excluded from scripts,
+    /// and at the turn's deepest level none that nest.
+    pub fn callable_tools(&self, depth: u32) -> Vec<ToolDef> {
+        self.inner.registry.callable_tools(depth, self.inner.limits.max_depth)
     }
 
     /// Adds a tool to the one list mid-turn.
@@ -264,173 +228,45 @@ impl Turn {
     }
 }
 
-/// Builds a [`Turn`]. Defaults: no tools, an empty policy (allow all), no
-/// permission blocks, an approver that denies everything
-/// ([`PolicyApprover::deny_all`]), an in-memory audit store (use
-/// [`SqliteAuditStore`](super::SqliteAuditStore) for a durable one), no
-/// event sink, [`TurnLimits::default`], no deadline, a fresh cancellation
-/// token, no redaction.
-pub struct TurnBuilder {
-    id: String,
-    tools: Vec<Result<Tool, TurnError>>,
-    policy: AdminPolicy,
-    permissions: UserPermissions,
-    approver: Arc<dyn Approver>,
-    store: Arc<dyn AuditStore>,
-    events: Arc<dyn EventSink>,
-    limits: TurnLimits,
-    deadline: Option<Instant>,
-    cancel: CancellationToken,
-    redactor: Option<Redactor>,
-}
-
-impl fmt::Debug for TurnBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TurnBuilder").field("id", &self.id).field("limits", &self.limits).finish_non_exhaustive()
+/// The reason a turn that ended (`end_reason`) gives its calls.
+pub(crate) fn ended_reason(code: Code) -> Reason {
+    match code {
+        Code::TurnDeadlineExceeded => Reason::TurnDeadline,
+        _ => Reason::TurnCancelled,
     }
 }
 
-impl TurnBuilder {
-    /// A builder with the defaults listed on [`TurnBuilder`].
-    pub fn new(id: impl Into<String>) -> Self {
-        TurnBuilder {
-            id: id.into(),
-            tools: Vec::new(),
-            policy: AdminPolicy::default(),
-            permissions: UserPermissions::default(),
-            approver: Arc::new(PolicyApprover::deny_all()),
-            store: Arc::new(MemoryAuditStore::new()),
-            events: Arc::new(NoEvents),
-            limits: TurnLimits::default(),
-            deadline: None,
-            cancel: CancellationToken::new(),
-            redactor: None,
-        }
+#[async_trait::async_trait]
+impl TurnAccess for Turn {
+    fn id(&self) -> &str {
+        Turn::id(self)
     }
 
-    /// Adds a tool from its spec and executor (schema errors surface in
-    /// [`TurnBuilder::build`]).
-    pub fn tool(mut self, spec: ToolSpec, executor: Arc<dyn ToolExecutor>) -> Self {
-        self.tools.push(Tool::new(spec, executor));
-        self
+    fn limits(&self) -> &TurnLimits {
+        Turn::limits(self)
     }
 
-    /// Adds a ready tool (e.g. the script tool).
-    pub fn add_tool(mut self, tool: Tool) -> Self {
-        self.tools.push(Ok(tool));
-        self
+    fn remaining(&self) -> Option<Duration> {
+        Turn::remaining(self)
     }
 
-    /// The administrator's policy.
-    pub fn policy(mut self, policy: AdminPolicy) -> Self {
-        self.policy = policy;
-        self
+    fn activate(&self, name: &str) -> Result<bool, TurnError> {
+        Turn::activate(self, name)
     }
 
-    /// The user's permission blocks.
-    pub fn permissions(mut self, permissions: UserPermissions) -> Self {
-        self.permissions = permissions;
-        self
+    fn callable_tools(&self, depth: u32) -> Vec<ToolDef> {
+        Turn::callable_tools(self, depth)
     }
 
-    /// The approver.
-    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
-        self.approver = approver;
-        self
+    fn next_run_id(&self) -> String {
+        Turn::next_run_id(self)
     }
 
-    /// The audit store (audit log and effect ledger).
-    pub fn audit_store(mut self, store: Arc<dyn AuditStore>) -> Self {
-        self.store = store;
-        self
+    async fn execute(&self, request: CallRequest, origin: CallOrigin) -> CallResult {
+        Turn::execute(self, request, origin).await
     }
 
-    /// Where call events go.
-    pub fn events(mut self, events: Arc<dyn EventSink>) -> Self {
-        self.events = events;
-        self
-    }
-
-    /// All limits at once.
-    pub fn limits(mut self, limits: TurnLimits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// The turn-wide tool-call cap.
-    pub fn max_tool_calls(mut self, max: u32) -> Self {
-        self.limits.max_tool_calls = max;
-        self
-    }
-
-    /// The cap on approval-required calls.
-    pub fn max_approval_calls(mut self, max: u32) -> Self {
-        self.limits.max_approval_calls = max;
-        self
-    }
-
-    /// The approval wait limit.
-    pub fn approval_timeout(mut self, wait: Duration) -> Self {
-        self.limits.approval_timeout = wait;
-        self
-    }
-
-    /// Payload capture for events and the nested-call summary.
-    pub fn capture_payloads(mut self, on: bool) -> Self {
-        self.limits.capture_payloads = on;
-        self
-    }
-
-    /// The turn's deadline.
-    pub fn deadline(mut self, deadline: Instant) -> Self {
-        self.deadline = Some(deadline);
-        self
-    }
-
-    /// A deadline `after` from now.
-    pub fn deadline_in(self, after: Duration) -> Self {
-        self.deadline(Instant::now() + after)
-    }
-
-    /// The cancellation token (e.g. a child of the session's).
-    pub fn cancel_token(mut self, token: CancellationToken) -> Self {
-        self.cancel = token;
-        self
-    }
-
-    /// The redaction hook for host-side records.
-    pub fn redactor(mut self, redact: impl Fn(&str, &Value) -> Value + Send + Sync + 'static) -> Self {
-        self.redactor = Some(Arc::new(redact));
-        self
-    }
-
-    /// Builds the turn.
-    ///
-    /// # Errors
-    /// [`TurnError::InvalidSchema`] or [`TurnError::DuplicateTool`].
-    pub fn build(self) -> Result<Turn, TurnError> {
-        let registry = ToolRegistry::new();
-        for tool in self.tools {
-            registry.register(tool?)?;
-        }
-        Ok(Turn {
-            inner: Arc::new(Inner {
-                id: self.id,
-                registry,
-                policy: self.policy,
-                permissions: self.permissions,
-                approver: self.approver,
-                store: self.store,
-                events: self.events,
-                budget: CallBudget::new(self.limits.max_tool_calls),
-                precheck: PreExecutionCheck::new(self.limits.max_approval_calls),
-                limits: self.limits,
-                deadline: self.deadline,
-                cancel: self.cancel,
-                redactor: self.redactor,
-                gate: tokio::sync::RwLock::new(()),
-                runs: AtomicU64::new(0),
-            }),
-        })
+    async fn record_refused(&self, request: CallRequest, origin: CallOrigin, failure: Failure) -> CallResult {
+        Turn::record_refused(self, request, origin, failure).await
     }
 }

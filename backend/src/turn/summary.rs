@@ -52,29 +52,24 @@ impl NestedSummary {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Notes that call `id` to `name` started with (redacted) `args`.
-    pub(crate) fn begin(&self, id: &str, name: &str, args: &Value) -> Slot {
+    /// Notes that call `id` to `name` started.
+    pub(crate) fn begin(&self, id: &str, name: &str) -> Slot {
         let mut state = self.state();
         if state.entries.len() >= MAX_NESTED_ENTRIES {
             state.truncated += 1;
             return Slot(None);
         }
-        let args = self.capture.then(|| cut(&args.to_string(), NESTED_ARGS_BYTES).0);
-        state.entries.push(Entry {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            started: Instant::now(),
-            args,
-            settled: None,
-        });
+        state.entries.push(Entry { id: id.to_owned(), name: name.to_owned(), started: Instant::now(), args: None, settled: None });
         Slot(Some(state.entries.len() - 1))
     }
 
-    /// Notes how the call in `slot` settled.
+    /// Notes how the call in `slot` settled, with its arguments as the
+    /// turn recorded them (already redacted).
     pub(crate) fn settle(&self, slot: Slot, result: &CallResult) {
         let Slot(Some(index)) = slot else { return };
         let mut state = self.state();
         let Some(entry) = state.entries.get_mut(index) else { return };
+        entry.args = self.capture.then(|| cut(&result.recorded_args, NESTED_ARGS_BYTES).0);
         let error = match &result.outcome {
             CallOutcome::Ok(_) => None,
             CallOutcome::ToolError { code, message } => Some(format!("{code}: {message}")),
@@ -126,25 +121,27 @@ impl NestedSummary {
 mod tests {
     use super::*;
     use crate::turn::call::Failure;
-    use crate::turn::codes::{Code, Step};
+    use crate::turn::step::Step;
 
-    fn result(outcome: CallOutcome) -> CallResult {
-        CallResult { call_id: "x".into(), tool: "t".into(), outcome, metadata: None, approval: None }
+    fn result(outcome: CallOutcome, args: Value) -> CallResult {
+        let recorded_args = args.to_string();
+        CallResult { call_id: "x".into(), tool: "t".into(), outcome, metadata: None, approval: None, recorded_args }
     }
 
     #[test]
     fn statuses_caps_and_truncation() {
         let summary = NestedSummary::new(true);
-        let ok = summary.begin("p/1", "leaf", &json!({"n": 7}));
-        let big = summary.begin("p/2", "ghost", &json!({"blob": "x".repeat(4000)}));
-        let _abandoned = summary.begin("p/3", "hold", &json!({}));
-        let tool_error = summary.begin("p/4", "get_contract", &json!({}));
-        summary.settle(ok, &result(CallOutcome::Ok(json!(1))));
-        summary
-            .settle(big, &result(CallOutcome::Failed(Failure::new(Code::ToolNotFound, Step::Lookup, "é".repeat(300)))));
-        summary.settle(tool_error, &result(CallOutcome::ToolError { code: "not_found".into(), message: "no".into() }));
+        let ok = summary.begin("p/1", "leaf");
+        let big = summary.begin("p/2", "ghost");
+        let _abandoned = summary.begin("p/3", "hold");
+        let tool_error = summary.begin("p/4", "get_contract");
+        summary.settle(ok, &result(CallOutcome::Ok(json!(1)), json!({"n": 7})));
+        let not_found = Failure::reported("tool_not_found", Step::Lookup, "é".repeat(300));
+        summary.settle(big, &result(CallOutcome::Failed(not_found), json!({"blob": "x".repeat(4000)})));
+        let error = CallOutcome::ToolError { code: "not_found".into(), message: "no".into() };
+        summary.settle(tool_error, &result(error, json!({})));
         for n in 5..=40 {
-            summary.begin(&format!("p/{n}"), "leaf", &json!({}));
+            summary.begin(&format!("p/{n}"), "leaf");
         }
         let json = summary.to_json();
         let calls = json["nested_calls"].as_array().unwrap();
@@ -166,9 +163,10 @@ mod tests {
     #[test]
     fn without_capture_only_abandoned_calls_carry_an_error() {
         let summary = NestedSummary::new(false);
-        let failed = summary.begin("p/1", "ghost", &json!({"secret": 1}));
-        summary.begin("p/2", "hold", &json!({}));
-        summary.settle(failed, &result(CallOutcome::Failed(Failure::new(Code::ToolNotFound, Step::Lookup, "no"))));
+        let failed = summary.begin("p/1", "ghost");
+        summary.begin("p/2", "hold");
+        let not_found = Failure::reported("tool_not_found", Step::Lookup, "no");
+        summary.settle(failed, &result(CallOutcome::Failed(not_found), json!({"secret": 1})));
         let json = summary.to_json();
         let calls = json["nested_calls"].as_array().unwrap();
         assert!(calls[0].get("args").is_none() && calls[0].get("error").is_none(), "{json}");

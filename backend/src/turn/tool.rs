@@ -1,13 +1,9 @@
-//! A tool of the turn: what the model sees (name, description, schemas), the
-//! metadata code decides by (never the model), and the executor that runs it.
+//! A tool of the turn as data: what the model sees (name, description,
+//! schemas), the metadata code decides by (never the model), and what a tool
+//! returns. The executor that runs it is in `executor.rs`; the compiled,
+//! listed tool in `registry.rs`.
 
-use super::call::CallOrigin;
-use super::error::TurnError;
-use super::state::Turn;
 use serde_json::Value;
-use std::fmt;
-use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Whether a tool's calls need an approver's yes before they run.
@@ -24,11 +20,38 @@ pub enum ApprovalRequirement {
     Always,
 }
 
-/// Metadata decided by code. The script exclusions (step 3), the pre-execution
-/// check (step 6) and the ledger read it; the model never sets it.
+/// Whether the pre-execution check (step 6) refuses a call identical (same
+/// tool, same canonical arguments) to one that passed it before in the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RepeatRule {
+    /// Refuse repeats unless the tool is read-only (the default): repeats of a
+    /// tool with effects must not slip past the approval cap or act twice.
+    #[default]
+    RefuseUnlessReadOnly,
+    /// Always refuse repeats (a read-only tool may opt in).
+    Refuse,
+    /// Allow repeats (a tool with effects may opt out, e.g. one that polls).
+    Allow,
+}
+
+/// Whether a call of a tool with effects may run again under a call id the
+/// effect ledger already holds (seed 000's `ToolReplay`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolReplay {
+    /// Never run twice under one call id, even after the first run settled
+    /// (the default).
+    #[default]
+    Never,
+    /// Idempotent: may run again under an id whose earlier run settled.
+    Safe,
+}
+
+/// Metadata decided by code. The exclusions (step 3), the pre-execution check
+/// (step 6) and the ledger read it; the model never sets it.
 ///
-/// Every flag defaults to `false`, [`ApprovalRequirement::PolicyDecides`] and
-/// no per-tool time limit (the turn's default applies).
+/// Every flag defaults to `false`, [`ApprovalRequirement::PolicyDecides`],
+/// [`RepeatRule::RefuseUnlessReadOnly`], [`ToolReplay::Never`] and no
+/// per-tool time limit (the turn's default applies).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolMeta {
     /// Asks the user a question; excluded from scripts.
@@ -46,9 +69,13 @@ pub struct ToolMeta {
     pub approval: ApprovalRequirement,
     /// The tool's own time limit; `None` uses the turn's default.
     pub time_limit: Option<Duration>,
-    /// Refuse a call identical (same tool, same arguments) to one that passed
-    /// the pre-execution check before in this turn.
-    pub refuse_identical_repeat: bool,
+    /// Whether identical repeats are refused (step 6).
+    pub repeat: RepeatRule,
+    /// Whether the tool may run again under a call id already in the ledger.
+    pub replay: ToolReplay,
+    /// The tool makes tool calls of its own (the script tool, agent tools): it
+    /// is not offered, and refused, at the turn's deepest level.
+    pub nests: bool,
     /// Script calls of this tool may run alongside other script calls; unsafe
     /// tools run alone among the turn's script calls.
     pub concurrency_safe: bool,
@@ -71,6 +98,27 @@ impl ToolMeta {
             None
         }
     }
+
+    /// True when the pre-execution check refuses identical repeats.
+    pub fn refuses_repeats(&self) -> bool {
+        match self.repeat {
+            RepeatRule::RefuseUnlessReadOnly => !self.read_only,
+            RepeatRule::Refuse => true,
+            RepeatRule::Allow => false,
+        }
+    }
+}
+
+/// A tool as the model sees it — name, description, input schema — and as a
+/// script is started with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    /// The tool's name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub input_schema: Value,
 }
 
 /// A tool as described to the model: name, description, schemas and metadata.
@@ -148,9 +196,29 @@ impl ToolSpec {
         self
     }
 
-    /// Refuses an identical repeat within the turn.
-    pub fn refuse_identical_repeat(mut self) -> Self {
-        self.meta.refuse_identical_repeat = true;
+    /// Refuses identical repeats within the turn even though the tool is
+    /// read-only (tools with effects refuse them by default).
+    pub fn refuse_repeats(mut self) -> Self {
+        self.meta.repeat = RepeatRule::Refuse;
+        self
+    }
+
+    /// Allows identical repeats within the turn (e.g. a tool that polls),
+    /// although the tool has effects.
+    pub fn allow_repeats(mut self) -> Self {
+        self.meta.repeat = RepeatRule::Allow;
+        self
+    }
+
+    /// Idempotent: may run again under a call id whose earlier run settled.
+    pub fn replay_safe(mut self) -> Self {
+        self.meta.replay = ToolReplay::Safe;
+        self
+    }
+
+    /// Makes tool calls of its own (not offered at the deepest level).
+    pub fn nests(mut self) -> Self {
+        self.meta.nests = true;
         self
     }
 
@@ -165,18 +233,6 @@ impl ToolSpec {
         self.meta.read_only = true;
         self
     }
-}
-
-/// What a tool's executor is given besides the arguments.
-#[derive(Debug, Clone)]
-pub struct ToolContext {
-    /// The turn the call belongs to: activate tools through it, or (for the
-    /// script tool) send nested calls through [`Turn::execute`].
-    pub turn: Turn,
-    /// The call's id.
-    pub call_id: String,
-    /// Who issued the call.
-    pub origin: CallOrigin,
 }
 
 /// A tool's value, with optional host-only metadata.
@@ -225,127 +281,10 @@ impl ToolError {
     }
 }
 
-/// Runs a tool. Called only by step 8 of the one execution path, after every
-/// check passed.
-///
-/// # Cancel safety
-/// The future may be dropped at any await point (tool time limit, turn
-/// deadline, cancellation); the ledger then keeps the call `started`.
-#[async_trait::async_trait]
-pub trait ToolExecutor: Send + Sync {
-    /// Runs the tool with validated `args`.
-    async fn execute(&self, context: ToolContext, args: Value) -> Result<ToolOutput, ToolError>;
-}
-
-struct FnExecutor<F>(F);
-
-#[async_trait::async_trait]
-impl<F, Fut> ToolExecutor for FnExecutor<F>
-where
-    F: Fn(ToolContext, Value) -> Fut + Send + Sync,
-    Fut: Future<Output = Result<ToolOutput, ToolError>> + Send,
-{
-    async fn execute(&self, context: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        (self.0)(context, args).await
-    }
-}
-
-/// An executor from an async closure.
-pub fn executor_fn<F, Fut>(f: F) -> Arc<dyn ToolExecutor>
-where
-    F: Fn(ToolContext, Value) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
-{
-    Arc::new(FnExecutor(f))
-}
-
-/// A tool ready for the registry: its spec, its compiled input schema and its
-/// executor. Cheap to clone.
-#[derive(Clone)]
-pub struct Tool {
-    spec: Arc<ToolSpec>,
-    validator: Arc<jsonschema::Validator>,
-    executor: Arc<dyn ToolExecutor>,
-}
-
-impl Tool {
-    /// A tool from `spec` and `executor`.
-    ///
-    /// # Errors
-    /// [`TurnError::InvalidSchema`] if the input schema does not compile
-    /// (remote `$ref`s are not resolved).
-    pub fn new(spec: ToolSpec, executor: Arc<dyn ToolExecutor>) -> Result<Tool, TurnError> {
-        let validator = jsonschema::validator_for(&spec.input_schema)
-            .map_err(|e| TurnError::InvalidSchema { tool: spec.name.clone(), reason: e.to_string() })?;
-        Ok(Tool { spec: Arc::new(spec), validator: Arc::new(validator), executor })
-    }
-
-    /// The spec.
-    pub fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    /// The name.
-    pub fn name(&self) -> &str {
-        &self.spec.name
-    }
-
-    /// The metadata.
-    pub fn meta(&self) -> &ToolMeta {
-        &self.spec.meta
-    }
-
-    pub(crate) fn executor(&self) -> Arc<dyn ToolExecutor> {
-        self.executor.clone()
-    }
-
-    /// Checks `args` against the input schema; `Err` lists up to 5 errors,
-    /// each with the location in the arguments.
-    pub fn validate(&self, args: &Value) -> Result<(), String> {
-        let errors: Vec<String> = self
-            .validator
-            .iter_errors(args)
-            .take(5)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() { e.to_string() } else { format!("at `{at}`: {e}") }
-            })
-            .collect();
-        if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
-    }
-}
-
-impl fmt::Debug for Tool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tool").field("spec", &self.spec).finish_non_exhaustive()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn noop() -> Arc<dyn ToolExecutor> {
-        executor_fn(|_, _| async { Ok(ToolOutput::new(Value::Null)) })
-    }
-
-    #[test]
-    fn validation_names_the_failing_location() {
-        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
-        let tool = Tool::new(ToolSpec::new("t", "", schema), noop()).unwrap();
-        assert!(tool.validate(&json!({"n": 1})).is_ok());
-        let missing = tool.validate(&json!({})).unwrap_err();
-        assert!(missing.contains("\"n\""), "{missing}");
-        let wrong = tool.validate(&json!({"n": "x"})).unwrap_err();
-        assert!(wrong.contains("/n"), "{wrong}");
-    }
-
-    #[test]
-    fn a_schema_that_does_not_compile_is_an_error() {
-        let err = Tool::new(ToolSpec::new("bad", "", json!({"type": 12})), noop()).unwrap_err();
-        assert!(matches!(err, TurnError::InvalidSchema { ref tool, .. } if tool == "bad"), "{err}");
-    }
 
     #[test]
     fn script_exclusions_come_from_metadata() {
@@ -358,5 +297,14 @@ mod tests {
         ] {
             assert!(spec.meta.script_exclusion().is_some(), "{spec:?}");
         }
+    }
+
+    #[test]
+    fn repeats_are_refused_by_default_unless_read_only() {
+        let spec = |s: ToolSpec| s.meta.refuses_repeats();
+        assert!(spec(ToolSpec::new("mail", "", json!({}))), "a tool with effects refuses repeats");
+        assert!(!spec(ToolSpec::new("read", "", json!({})).read_only()), "a read-only tool allows them");
+        assert!(spec(ToolSpec::new("read", "", json!({})).read_only().refuse_repeats()), "unless it opts in");
+        assert!(!spec(ToolSpec::new("poll", "", json!({})).allow_repeats()), "a tool with effects may opt out");
     }
 }

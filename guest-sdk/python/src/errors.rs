@@ -37,7 +37,7 @@ fn from_exception(kind: &str, exception: &MontyException) -> ScriptError {
         .rev()
         .find(|frame| frame.filename == SCRIPT_NAME)
         .map_or(0, |frame| frame.start.line);
-    ScriptError { kind: kind.to_owned(), message, exception_type, traceback: exception.to_string(), line }
+    ScriptError { kind: kind.to_owned(), message, exception_type, traceback: exception.to_string(), line, limit: String::new() }
 }
 
 #[cfg(test)]

@@ -323,7 +323,6 @@ mod tests {
                 .iter()
                 .map(|name| ToolSpec { name: (*name).into(), description: String::new(), input_schema: json!({}) })
                 .collect(),
-            max_calls: 100,
         };
         let out = Shared::default();
         let mut printer = Printer::new(out.clone());
@@ -562,7 +561,6 @@ results = await main()
             source: "import time\ntime.sleep(0.03)\ntime.sleep(0.03)\ntime.sleep(0.03)\n".into(),
             input: Value::Null,
             tools: Vec::new(),
-            max_calls: 50,
         };
         let mut printer = Printer::new(Vec::new());
         let outcome = run_with_sleep_budget(&doc, |_| Vec::new(), &mut printer, Duration::from_millis(50));

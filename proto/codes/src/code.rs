@@ -1,88 +1,31 @@
-//! Every failure code and display name of the one execution path, in one place.
-//!
-//! A refused call carries the same [`Code`] (and so the same machine code and
-//! display name) whether the model or a script issued it; only the audit
-//! row's origin differs.
+//! [`Code`]: the one list of call failure codes and their display names.
 
 use std::fmt;
 
-/// The step of the one execution path, in the order the steps run.
-///
-/// A call refused at one step never reaches a later one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Step {
-    /// 1: the turn is still running and the turn-wide call cap has room.
-    Budget,
-    /// 2: the tool is in the turn's current list and activated.
-    Lookup,
-    /// 3: script origin only: the tool may be called from a script.
-    ScriptExclusion,
-    /// 4: the arguments match the tool's input JSON Schema.
-    Arguments,
-    /// 5: the administrator's policy and the user's permission blocks.
-    Policy,
-    /// 6: the pre-execution check, which judges and records in one step.
-    PreExecution,
-    /// 7: the approver's decision, within the turn's approval wait limit.
-    Approval,
-    /// 8: the tool runs under its time limit and the turn's deadline.
-    Execution,
-}
-
-impl Step {
-    /// The stable name stored in the audit log, e.g. `"pre_execution"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Step::Budget => "budget",
-            Step::Lookup => "lookup",
-            Step::ScriptExclusion => "script_exclusion",
-            Step::Arguments => "arguments",
-            Step::Policy => "policy",
-            Step::PreExecution => "pre_execution",
-            Step::Approval => "approval",
-            Step::Execution => "execution",
-        }
-    }
-
-    /// The step named `name` by [`Step::as_str`], if any.
-    pub fn parse(name: &str) -> Option<Step> {
-        Step::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
-    /// Every step, in execution order.
-    pub const ALL: [Step; 8] = [
-        Step::Budget,
-        Step::Lookup,
-        Step::ScriptExclusion,
-        Step::Arguments,
-        Step::Policy,
-        Step::PreExecution,
-        Step::Approval,
-        Step::Execution,
-    ];
-}
-
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Why a call produced no value: a refusal, a denial, a time-out, a
+/// Why a tool call produced no value: a refusal, a denial, a time-out, a
 /// cancellation, or a fault around the tool. Each has a stable machine code
-/// ([`Code::as_str`]) and a display name ([`Code::display_name`]), both fixed
-/// here and nowhere else.
+/// ([`Code::as_str`]) and a display name ([`Code::display_name`]), fixed here
+/// and nowhere else. A refused call carries the same code whether the model or
+/// a script issued it, and whether the sidecar or the turn refused it.
 ///
 /// A tool that runs and reports its own failure is not a `Code`: it keeps the
-/// tool's own code (see `CallOutcome::ToolError`).
+/// tool's own code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Code {
-    /// The turn was cancelled.
+    /// The turn was cancelled, or the run ended while the call waited.
     Cancelled,
     /// The turn's deadline passed.
     TurnDeadlineExceeded,
     /// The turn-wide tool-call cap is spent (calls in flight count).
     ToolCallCapReached,
+    /// The call is nested deeper than the turn allows.
+    DepthLimitExceeded,
+    /// The script passed its per-script call cap (refused by the sidecar).
+    ScriptCallCapReached,
+    /// The script had too many calls refused; later calls are not evaluated.
+    RefusalCapReached,
+    /// Too many runs wait on tool results in the sidecar.
+    SidecarBusy,
     /// No tool of that name is in the turn's list.
     ToolNotFound,
     /// The tool is deferred (listed by name only) and not activated yet.
@@ -90,13 +33,15 @@ pub enum Code {
     /// The tool may not be called from a script (asks the user, runs on the
     /// user's device, is the script tool, or is a meta tool).
     NotCallableFromScript,
-    /// The arguments do not match the tool's input schema.
+    /// The arguments are not a JSON object, or do not match the tool's schema.
     InvalidArguments,
+    /// The arguments are over the size limit.
+    ArgumentsTooLarge,
     /// The administrator's policy blocks the call.
     PolicyDenied,
     /// The user's permissions block the call.
     PermissionDenied,
-    /// The tool refuses an identical repeat and this call repeats an earlier one.
+    /// An identical call already passed the pre-execution check in this turn.
     RepeatedCall,
     /// The turn's cap on approval-required calls is spent.
     ApprovalCapReached,
@@ -106,18 +51,56 @@ pub enum Code {
     ApprovalTimeout,
     /// The effect ledger could not record `started`, so the tool was not run.
     LedgerUnavailable,
+    /// The effect ledger already holds this call id; a tool with effects never
+    /// runs twice under one id.
+    ReplayedCall,
     /// The tool ran past its own time limit.
     ToolTimeout,
-    /// The tool's executor panicked.
+    /// The tool failed inside the host (its executor panicked).
     ToolFailed,
+    /// The tool ran, but its result is over the size limit: the effect
+    /// happened and the result was not handed back.
+    ResultTooLarge,
+    /// The tool ran, but its result cannot be handed back (not JSON, or nested
+    /// too deep).
+    InvalidResult,
     /// The call was dropped because its parent settled first.
     ParentSettled,
-    /// The script passed its per-script call cap (audited once per run by the
-    /// backend; the sidecar refuses the calls themselves).
-    ScriptCallCapReached,
+    /// A fault in Tether itself (a guest runtime got no result for a call).
+    Internal,
 }
 
 impl Code {
+    /// Every code, in the order the docs list them.
+    pub const ALL: [Code; 26] = [
+        Code::Cancelled,
+        Code::TurnDeadlineExceeded,
+        Code::ToolCallCapReached,
+        Code::DepthLimitExceeded,
+        Code::ScriptCallCapReached,
+        Code::RefusalCapReached,
+        Code::SidecarBusy,
+        Code::ToolNotFound,
+        Code::ToolNotActivated,
+        Code::NotCallableFromScript,
+        Code::InvalidArguments,
+        Code::ArgumentsTooLarge,
+        Code::PolicyDenied,
+        Code::PermissionDenied,
+        Code::RepeatedCall,
+        Code::ApprovalCapReached,
+        Code::ApprovalDenied,
+        Code::ApprovalTimeout,
+        Code::LedgerUnavailable,
+        Code::ReplayedCall,
+        Code::ToolTimeout,
+        Code::ToolFailed,
+        Code::ResultTooLarge,
+        Code::InvalidResult,
+        Code::ParentSettled,
+        Code::Internal,
+    ];
+
     /// The stable machine code, e.g. `"policy_denied"`.
     pub fn as_str(self) -> &'static str {
         self.names().0
@@ -133,15 +116,26 @@ impl Code {
         Code::ALL.into_iter().find(|c| c.as_str() == code)
     }
 
+    /// True when the tool ran (its effect may have happened) even though the
+    /// caller got no value: the call must not be repeated blindly.
+    pub fn tool_ran(self) -> bool {
+        matches!(self, Code::ResultTooLarge | Code::InvalidResult)
+    }
+
     fn names(self) -> (&'static str, &'static str) {
         match self {
             Code::Cancelled => ("cancelled", "Cancelled"),
             Code::TurnDeadlineExceeded => ("turn_deadline_exceeded", "Turn deadline passed"),
             Code::ToolCallCapReached => ("tool_call_cap_reached", "Tool call limit reached"),
+            Code::DepthLimitExceeded => ("depth_limit_exceeded", "Nested too deep"),
+            Code::ScriptCallCapReached => ("script_call_cap_reached", "Script call limit reached"),
+            Code::RefusalCapReached => ("refusal_cap_reached", "Too many refused calls"),
+            Code::SidecarBusy => ("sidecar_busy", "Script sandbox busy"),
             Code::ToolNotFound => ("tool_not_found", "Unknown tool"),
             Code::ToolNotActivated => ("tool_not_activated", "Tool not activated"),
             Code::NotCallableFromScript => ("not_callable_from_script", "Not available in scripts"),
             Code::InvalidArguments => ("invalid_arguments", "Invalid arguments"),
+            Code::ArgumentsTooLarge => ("arguments_too_large", "Arguments too large"),
             Code::PolicyDenied => ("policy_denied", "Blocked by policy"),
             Code::PermissionDenied => ("permission_denied", "Blocked by your permissions"),
             Code::RepeatedCall => ("repeated_call", "Repeated call refused"),
@@ -149,34 +143,15 @@ impl Code {
             Code::ApprovalDenied => ("approval_denied", "Approval denied"),
             Code::ApprovalTimeout => ("approval_timeout", "Approval timed out"),
             Code::LedgerUnavailable => ("ledger_unavailable", "Effect ledger unavailable"),
+            Code::ReplayedCall => ("replayed_call", "Replayed call refused"),
             Code::ToolTimeout => ("tool_timeout", "Tool timed out"),
             Code::ToolFailed => ("tool_failed", "Tool failed"),
+            Code::ResultTooLarge => ("result_too_large", "Result too large"),
+            Code::InvalidResult => ("invalid_result", "Unreadable result"),
             Code::ParentSettled => ("parent_settled", "Stopped with its parent"),
-            Code::ScriptCallCapReached => ("script_call_cap_reached", "Script call limit reached"),
+            Code::Internal => ("internal", "Internal error"),
         }
     }
-
-    /// Every code.
-    pub const ALL: [Code; 18] = [
-        Code::Cancelled,
-        Code::TurnDeadlineExceeded,
-        Code::ToolCallCapReached,
-        Code::ToolNotFound,
-        Code::ToolNotActivated,
-        Code::NotCallableFromScript,
-        Code::InvalidArguments,
-        Code::PolicyDenied,
-        Code::PermissionDenied,
-        Code::RepeatedCall,
-        Code::ApprovalCapReached,
-        Code::ApprovalDenied,
-        Code::ApprovalTimeout,
-        Code::LedgerUnavailable,
-        Code::ToolTimeout,
-        Code::ToolFailed,
-        Code::ParentSettled,
-        Code::ScriptCallCapReached,
-    ];
 }
 
 impl fmt::Display for Code {
@@ -204,12 +179,11 @@ mod tests {
     }
 
     #[test]
-    fn steps_round_trip_in_order() {
-        for pair in Step::ALL.windows(2) {
-            assert!(pair[0] < pair[1]);
-        }
-        for step in Step::ALL {
-            assert_eq!(Step::parse(step.as_str()), Some(step));
+    fn the_docs_list_every_code() {
+        let docs = include_str!("../../../docs/results.md");
+        for code in Code::ALL {
+            assert!(docs.contains(&format!("`{code}`")), "docs/results.md does not list `{code}`");
+            assert!(docs.contains(code.display_name()), "docs/results.md does not name `{}`", code.display_name());
         }
     }
 }

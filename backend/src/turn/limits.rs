@@ -1,0 +1,52 @@
+//! The turn's limits and their defaults, in one place.
+
+use super::audit::DEFAULT_AUDIT_ARGS_BYTES;
+use std::time::Duration;
+
+/// The turn's limits. Each has a default, listed per field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnLimits {
+    /// Tool calls per turn, model and script calls together, calls in flight
+    /// included. Default 200.
+    pub max_tool_calls: u32,
+    /// Approval-required calls per turn (counted by the pre-execution check,
+    /// whatever the approver decides). Default 25.
+    pub max_approval_calls: u32,
+    /// How long a call waits for the approver, the same for both origins.
+    /// Default 5 minutes.
+    pub approval_timeout: Duration,
+    /// The time limit of a tool that sets none. Default 2 minutes.
+    pub default_tool_time_limit: Duration,
+    /// Bytes of arguments kept in an audit or ledger row. Default 4 KiB.
+    pub audit_args_bytes: usize,
+    /// Put (redacted) arguments in `ToolStarted` events and arguments and
+    /// errors in the nested-call summary. Default off.
+    pub capture_payloads: bool,
+    /// The deepest a call may be nested: the model's calls are depth 0, a
+    /// script's calls depth 1, calls made by tools that call tools deeper.
+    /// At this depth no tool that nests is offered or callable. Default 3.
+    pub max_depth: u32,
+    /// Calls one script run may have refused; every later call of the run is
+    /// refused without being evaluated. Counts alongside the sidecar's
+    /// per-script call cap. Default 8.
+    pub max_refused_script_calls: u32,
+    /// The most bytes a tool's result may have as JSON for any caller;
+    /// `None` (the default): only a script run's own limit applies.
+    pub max_result_bytes: Option<u64>,
+}
+
+impl Default for TurnLimits {
+    fn default() -> Self {
+        TurnLimits {
+            max_tool_calls: 200,
+            max_approval_calls: 25,
+            approval_timeout: Duration::from_secs(300),
+            default_tool_time_limit: Duration::from_secs(120),
+            audit_args_bytes: DEFAULT_AUDIT_ARGS_BYTES,
+            capture_payloads: false,
+            max_depth: 3,
+            max_refused_script_calls: 8,
+            max_result_bytes: None,
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Every failure code of Tether, defined once.
+//!
+//! - [`Code`]: why a tool call produced no value — the stable machine code a
+//!   script, the model, the audit log and the events all see, and its display
+//!   name. The sidecar, the turn, the client and the guests use this one list.
+//! - [`Reason`]: a code together with the facts its message needs; its
+//!   `Display` is the message, written for the model that reads it. Each
+//!   message sits next to its code here, nowhere else.
+//! - [`RunErrorKind`]: why a whole run failed (`Finished.error.kind`).
+//!
+//! This crate has no dependencies beyond `thiserror`, so a `wasm32` guest can
+//! use it too.
+
+mod code;
+mod reason;
+mod run_error;
+
+pub use code::Code;
+pub use reason::Reason;
+pub use run_error::RunErrorKind;
