@@ -10,9 +10,10 @@ pub struct RunOutcome {
     pub status: pb::RunStatus,
     /// The script's result (the value of its last expression) when `status` is OK.
     pub result: Option<Value>,
-    /// What the script printed (within the output limit).
+    /// What the script printed (within the output limit), decoded as UTF-8
+    /// (a sequence cut at the limit, or not UTF-8, shows as U+FFFD).
     pub stdout: String,
-    /// What the script wrote to stderr.
+    /// What the script wrote to stderr, decoded the same way.
     pub stderr: String,
     /// True when output was dropped at the limit.
     pub output_truncated: bool,
@@ -20,6 +21,8 @@ pub struct RunOutcome {
     pub error: Option<pb::RunError>,
     /// What the run used.
     pub stats: pb::RunStats,
+    /// The limits the run ran under.
+    pub limits: pb::Limits,
 }
 
 impl RunOutcome {
@@ -29,11 +32,12 @@ impl RunOutcome {
         RunOutcome {
             status,
             result,
-            stdout: finished.stdout,
-            stderr: finished.stderr,
+            stdout: String::from_utf8_lossy(&finished.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&finished.stderr).into_owned(),
             output_truncated: finished.output_truncated,
             error: finished.error,
             stats: finished.stats.unwrap_or_default(),
+            limits: finished.limits.unwrap_or_default(),
         }
     }
 

@@ -51,6 +51,38 @@ pub(crate) struct RunLink {
     pub(crate) output: CapturedOutput,
     /// The run's counters.
     pub(crate) stats: Arc<CallStats>,
+    /// Held while new output is taken AND sent, so output forwarded by the
+    /// periodic flush and by a batch of calls reaches the backend in order.
+    pub(crate) output_order: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl RunLink {
+    /// A link over `outbound` keeping at most `output_bytes` of output.
+    pub(crate) fn new(outbound: Outbound, output_bytes: u64) -> Self {
+        RunLink {
+            outbound,
+            pending: PendingCalls::default(),
+            output: CapturedOutput::new(usize::try_from(output_bytes).unwrap_or(usize::MAX)),
+            stats: Arc::new(CallStats::default()),
+            output_order: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    /// Sends what the script printed since the last flush, stdout first.
+    ///
+    /// # Errors
+    /// [`BackendGone`] when the backend stopped reading.
+    pub(crate) async fn flush_output(&self) -> Result<(), BackendGone> {
+        let _order = self.output_order.lock().await;
+        let (stdout, stderr) = self.output.take_new();
+        for (stream, data) in [(pb::OutputStream::Stdout, stdout), (pb::OutputStream::Stderr, stderr)] {
+            if !data.is_empty() {
+                let output = pb::Output { stream: stream as i32, data: data.to_vec() };
+                self.outbound.send(pb::sidecar_message::Kind::Output(output)).await?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The call limits of one run.
@@ -109,7 +141,7 @@ impl CallPort {
         }
 
         // Output first, then every call in the order the script made them.
-        self.forward_output().await?;
+        self.link.flush_output().await?;
         let mut answers = Vec::new();
         for verdict in &mut verdicts {
             match verdict {
@@ -222,19 +254,6 @@ impl CallPort {
             // The inbound reader rejects results with no outcome.
             None => ran_but("the backend sent a result with no outcome".to_owned()),
         }
-    }
-
-    /// Sends what the script printed since the last call, so output reaches
-    /// the backend in order with the calls.
-    async fn forward_output(&self) -> Result<(), BackendGone> {
-        let (stdout, stderr) = self.link.output.take_new();
-        for (stream, data) in [(pb::OutputStream::Stdout, stdout), (pb::OutputStream::Stderr, stderr)] {
-            if !data.is_empty() {
-                let output = pb::Output { stream: stream as i32, data: data.to_vec() };
-                self.link.outbound.send(pb::sidecar_message::Kind::Output(output)).await?;
-            }
-        }
-        Ok(())
     }
 }
 

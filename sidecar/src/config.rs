@@ -26,6 +26,10 @@ pub struct Limits {
     pub args_bytes: u64,
     /// One call's result as JSON. Default 4 MiB.
     pub result_bytes: u64,
+    /// The script's own result as JSON (`Finished.result_json`). Default
+    /// 2 MiB, so that `Finished` (this plus the output) fits the 4 MiB a gRPC
+    /// client accepts by default.
+    pub script_result_bytes: u64,
     /// Wall time from `Start` until the run is stopped, waits included.
     /// Default 15 minutes; a backend passes its turn's deadline.
     pub deadline: Duration,
@@ -41,6 +45,7 @@ impl Default for Limits {
             script_bytes: 256 << 10,
             args_bytes: 1 << 20,
             result_bytes: 4 << 20,
+            script_result_bytes: 2 << 20,
             deadline: Duration::from_secs(15 * 60),
         }
     }
@@ -65,6 +70,7 @@ impl Limits {
             script_bytes: min_u64(self.script_bytes, req.max_script_bytes),
             args_bytes: min_u64(self.args_bytes, req.max_args_bytes),
             result_bytes: min_u64(self.result_bytes, req.max_result_bytes),
+            script_result_bytes: min_u64(self.script_result_bytes, req.max_script_result_bytes),
             deadline: min_ms(self.deadline, req.deadline_ms),
         }
     }
@@ -80,6 +86,7 @@ impl Limits {
             max_result_bytes: self.result_bytes,
             deadline_ms: self.deadline.as_millis() as u64,
             max_script_bytes: self.script_bytes,
+            max_script_result_bytes: self.script_result_bytes,
         }
     }
 }
@@ -122,12 +129,44 @@ impl Default for SidecarConfig {
     }
 }
 
+/// The most bytes any message the sidecar sends may have: the receive limit
+/// gRPC clients apply by default.
+pub const MAX_SENT_MESSAGE_BYTES: u64 = 4 << 20;
+
+/// Room in a sent message for everything but its payloads (ids, names,
+/// stats, protobuf framing).
+const MESSAGE_OVERHEAD_BYTES: u64 = 64 << 10;
+
 impl SidecarConfig {
     /// The largest gRPC message the sidecar accepts: a `Start` with the
     /// largest script and a generous tool list, or the largest tool result.
     pub fn max_message_bytes(&self) -> usize {
         let largest = self.limits.result_bytes.max(self.limits.script_bytes) as usize;
         largest + (4 << 20)
+    }
+
+    /// Checks that every message the sidecar may send fits
+    /// [`MAX_SENT_MESSAGE_BYTES`]: `Finished` (the script's result plus its
+    /// output) and `ToolCall` (one call's arguments).
+    ///
+    /// # Errors
+    /// A message saying which limits to lower.
+    pub fn check(&self) -> Result<(), String> {
+        let limits = &self.limits;
+        let finished = limits.script_result_bytes + limits.output_bytes + MESSAGE_OVERHEAD_BYTES;
+        if finished > MAX_SENT_MESSAGE_BYTES {
+            return Err(format!(
+                "`script_result_bytes` + `output_bytes` (`{}` + `{}`) must leave room in a `{MAX_SENT_MESSAGE_BYTES}`-byte `Finished`; lower one of them",
+                limits.script_result_bytes, limits.output_bytes
+            ));
+        }
+        if limits.args_bytes + MESSAGE_OVERHEAD_BYTES > MAX_SENT_MESSAGE_BYTES {
+            return Err(format!(
+                "`args_bytes` (`{}`) must leave room in a `{MAX_SENT_MESSAGE_BYTES}`-byte `ToolCall`; lower it",
+                limits.args_bytes
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -144,5 +183,12 @@ mod tests {
         assert_eq!(limits.cpu_time, Duration::from_secs(1));
         assert_eq!(limits.memory_bytes, own.memory_bytes, "0 means unset");
         assert_eq!(own.tightened_by(None), own);
+    }
+
+    #[test]
+    fn every_message_the_sidecar_sends_fits_the_default_grpc_limit() {
+        assert_eq!(SidecarConfig::default().check(), Ok(()));
+        let big = SidecarConfig { limits: Limits { script_result_bytes: 4 << 20, ..Limits::default() }, ..SidecarConfig::default() };
+        assert!(big.check().unwrap_err().contains("script_result_bytes"));
     }
 }

@@ -43,6 +43,14 @@ pub(crate) enum LimitExceeded {
         /// The deadline, measured from `Start`.
         limit: Duration,
     },
+    /// The script's own result is too large to send back.
+    #[error("the script's result is `{size}` bytes of JSON, over the `{limit}`-byte limit (max_script_result_bytes); return less (a summary, or the ids) and fetch details with tools")]
+    ScriptResult {
+        /// The result's size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// The script source is too large.
     #[error("the script is `{size}` bytes, over the `{limit}`-byte limit")]
     ScriptSize {
@@ -65,9 +73,21 @@ impl LimitExceeded {
             LimitExceeded::SidecarMemory { .. } => (RunErrorKind::MemoryLimit, "total_memory_bytes"),
             LimitExceeded::Deadline { .. } => (RunErrorKind::Deadline, "deadline_ms"),
             LimitExceeded::ScriptSize { .. } => (RunErrorKind::SizeLimit, "max_script_bytes"),
+            LimitExceeded::ScriptResult { .. } => (RunErrorKind::SizeLimit, "max_script_result_bytes"),
             LimitExceeded::Stack => (RunErrorKind::StackLimit, "stack"),
         }
     }
+}
+
+/// Who cancelled a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CancelledBy {
+    /// The backend sent `Cancel` with this reason.
+    Backend(String),
+    /// The backend half-closed its stream before `Finished`.
+    HalfClose,
+    /// The sidecar is shutting down.
+    Shutdown,
 }
 
 /// Every way a run ends.
@@ -79,8 +99,10 @@ pub(crate) enum RunEnd {
     ScriptFailed(ScriptError),
     /// The script passed a limit.
     Limit(LimitExceeded),
-    /// The backend sent `Cancel`.
-    Cancelled(String),
+    /// The run was cancelled.
+    Cancelled(CancelledBy),
+    /// The backend broke the stream rules; what it did.
+    ProtocolError(String),
     /// The guest broke the ABI or trapped on its own (an out-of-bounds access,
     /// `unreachable`, an abort). The guest is untrusted code, so this is its
     /// fault, reported to the backend as a script error with the trap.
@@ -100,6 +122,7 @@ impl RunEnd {
             RunEnd::ScriptFailed(_) => "script_failed",
             RunEnd::Limit(limit) => limit.names().0.as_str(),
             RunEnd::Cancelled(_) => "cancelled",
+            RunEnd::ProtocolError(_) => "protocol_error",
             RunEnd::GuestFault(_) => "guest_fault",
             RunEnd::BackendGone => "backend_gone",
             RunEnd::Internal(_) => "internal",
@@ -107,7 +130,12 @@ impl RunEnd {
     }
 
     /// The `Finished` message for this end, with output and stats attached.
-    pub(crate) fn into_finished(self, output: (String, String, bool), stats: pb::RunStats) -> pb::Finished {
+    pub(crate) fn into_finished(
+        self,
+        output: (Vec<u8>, Vec<u8>, bool),
+        stats: pb::RunStats,
+        limits: pb::Limits,
+    ) -> pb::Finished {
         let (stdout, stderr, output_truncated) = output;
         let (status, result_json, error) = match self {
             RunEnd::Completed(value) => (pb::RunStatus::Ok, value.to_string(), None),
@@ -132,10 +160,22 @@ impl RunEnd {
                 let (kind, name) = limit.names();
                 (pb::RunStatus::LimitExceeded, String::new(), Some(plain_error(kind, limit.to_string(), name)))
             }
-            RunEnd::Cancelled(reason) => {
-                let message = if reason.is_empty() { "the backend cancelled the run".to_owned() } else { format!("the backend cancelled the run: {reason}") };
+            RunEnd::Cancelled(by) => {
+                let message = match by {
+                    CancelledBy::Backend(reason) if reason.is_empty() => "the backend cancelled the run".to_owned(),
+                    CancelledBy::Backend(reason) => format!("the backend cancelled the run: {reason}"),
+                    CancelledBy::HalfClose => {
+                        "the backend closed its side of the stream before `Finished`, which cancels the run".to_owned()
+                    }
+                    CancelledBy::Shutdown => "sidecar shutting down".to_owned(),
+                };
                 (pb::RunStatus::Cancelled, String::new(), Some(plain_error(RunErrorKind::Cancelled, message, "")))
             }
+            RunEnd::ProtocolError(what) => (
+                pb::RunStatus::ProtocolError,
+                String::new(),
+                Some(plain_error(RunErrorKind::ProtocolError, what, "")),
+            ),
             RunEnd::GuestFault(cause) => (
                 pb::RunStatus::ScriptError,
                 String::new(),
@@ -152,7 +192,16 @@ impl RunEnd {
                 )),
             ),
         };
-        pb::Finished { status: status as i32, result_json, stdout, stderr, output_truncated, error, stats: Some(stats) }
+        pb::Finished {
+            status: status as i32,
+            result_json,
+            stdout,
+            stderr,
+            output_truncated,
+            error,
+            stats: Some(stats),
+            limits: Some(limits),
+        }
     }
 }
 
@@ -199,7 +248,13 @@ impl From<RejectRun> for Status {
             RejectRun::Protocol(_) | RejectRun::UnknownLanguage(_) => Status::invalid_argument(message),
             RejectRun::QueueFull(_) => Status::resource_exhausted(message),
             RejectRun::ShuttingDown => Status::unavailable(message),
-            RejectRun::Unreadable(status) => Status::new(status.code(), message),
+            RejectRun::Unreadable(status) => match status.code() {
+                // Over the message size limit.
+                tonic::Code::OutOfRange | tonic::Code::ResourceExhausted => Status::resource_exhausted(message),
+                // Undecodable bytes are the caller's fault, whatever the decoder said.
+                tonic::Code::Internal | tonic::Code::InvalidArgument => Status::invalid_argument(message),
+                code => Status::new(code, message),
+            },
         }
     }
 }

@@ -30,7 +30,7 @@ mod slots;
 mod state;
 mod stream;
 
-pub use config::{Limits, SidecarConfig};
+pub use config::{Limits, MAX_SENT_MESSAGE_BYTES, SidecarConfig};
 pub use engine::{EPOCH_TICK, EngineError};
 pub use module_cache::default_cache_dir;
 pub use server::{Sidecar, SidecarError};

@@ -57,6 +57,9 @@ struct Args {
     /// Bytes of one call's result.
     #[arg(long, default_value_t = defaults().limits.result_bytes)]
     result_bytes: u64,
+    /// Bytes of the script's own result.
+    #[arg(long, default_value_t = defaults().limits.script_result_bytes)]
+    script_result_bytes: u64,
     /// The longest a run may take, waits included, in seconds.
     #[arg(long, default_value_t = defaults().limits.deadline.as_secs())]
     deadline_seconds: u64,
@@ -79,6 +82,7 @@ async fn main() -> anyhow::Result<()> {
             script_bytes: args.script_bytes,
             args_bytes: args.args_bytes,
             result_bytes: args.result_bytes,
+            script_result_bytes: args.script_result_bytes,
             deadline: Duration::from_secs(args.deadline_seconds),
         },
         slots: args.slots,
@@ -99,7 +103,11 @@ async fn main() -> anyhow::Result<()> {
     let mut servers = tokio::task::JoinSet::new();
     if !args.no_tcp {
         let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("cannot listen on `{}`", args.listen))?;
-        tracing::info!(address = %args.listen, "serving on TCP");
+        let address = listener.local_addr().context("the TCP listener has no address")?;
+        tracing::info!(%address, "serving on TCP");
+        // One line per listener on stdout, for whoever started the sidecar
+        // (e.g. with `--listen 127.0.0.1:0`).
+        println!("listening on {address}");
         let (sidecar, signal) = (sidecar.clone(), signal.clone());
         servers.spawn(async move { sidecar.serve_tcp(listener, signal).await });
     }
@@ -107,6 +115,7 @@ async fn main() -> anyhow::Result<()> {
         let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path).with_context(|| format!("cannot listen on `{}`", path.display()))?;
         tracing::info!(socket = %path.display(), "serving on a Unix socket");
+        println!("listening on unix:{}", path.display());
         let (sidecar, signal) = (sidecar.clone(), signal.clone());
         servers.spawn(async move { sidecar.serve_unix(listener, signal).await });
     }

@@ -2,9 +2,10 @@
 //!
 //! Writes never fail: past the cap bytes are dropped and the run is marked
 //! truncated, so a script that floods its output keeps running (and is
-//! stopped, if at all, by its CPU limit). The run forwards what is new at each
-//! tool call ([`CapturedOutput::take_new`]) so a backend sees output as it
-//! happens.
+//! stopped, if at all, by its CPU limit). The run forwards what is new
+//! periodically, before each batch of calls and before `Finished`
+//! ([`CapturedOutput::take_new`], through `RunLink::flush_output`), so a
+//! backend sees output as it happens.
 
 use bytes::Bytes;
 use std::io;
@@ -88,14 +89,11 @@ impl CapturedOutput {
         (stdout, stderr)
     }
 
-    /// Everything kept: stdout, stderr, and whether anything was dropped.
-    pub(crate) fn contents(&self) -> (String, String, bool) {
+    /// Everything kept, as written: stdout, stderr, and whether anything was
+    /// dropped.
+    pub(crate) fn contents(&self) -> (Vec<u8>, Vec<u8>, bool) {
         let buffers = self.lock();
-        (
-            String::from_utf8_lossy(&buffers.stdout).into_owned(),
-            String::from_utf8_lossy(&buffers.stderr).into_owned(),
-            buffers.truncated,
-        )
+        (buffers.stdout.clone(), buffers.stderr.clone(), buffers.truncated)
     }
 }
 
@@ -162,7 +160,7 @@ mod tests {
         output.write(Stream::Stdout, b"hello ");
         output.write(Stream::Stderr, b"world!!");
         let (stdout, stderr, truncated) = output.contents();
-        assert_eq!((stdout.as_str(), stderr.as_str(), truncated), ("hello ", "worl", true));
+        assert_eq!((stdout.as_slice(), stderr.as_slice(), truncated), (&b"hello "[..], &b"worl"[..], true));
     }
 
     #[test]

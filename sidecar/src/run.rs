@@ -134,7 +134,10 @@ pub(crate) async fn execute(
         Ok(UpdateDeadline::Yield(1))
     });
 
-    let end = run_guest(pre, &mut store).await;
+    let end = match run_guest(pre, &mut store).await {
+        RunEnd::Completed(value) => within_result_limit(value, plan.limits.script_result_bytes),
+        end => end,
+    };
     meters.peak_memory.store(store.data().limiter.peak_bytes() as u64, Ordering::Relaxed);
     end
 }
@@ -162,6 +165,15 @@ async fn run_guest(pre: &InstancePre<RunState>, store: &mut Store<RunState>) -> 
             _ => classify_trap(error),
         },
     }
+}
+
+/// The script's result, unless it is too large to send back in `Finished`.
+fn within_result_limit(value: serde_json::Value, limit: u64) -> RunEnd {
+    let size = value.to_string().len() as u64;
+    if size > limit {
+        return RunEnd::Limit(LimitExceeded::ScriptResult { size, limit });
+    }
+    RunEnd::Completed(value)
 }
 
 fn from_outcome(outcome: Option<Outcome>) -> RunEnd {

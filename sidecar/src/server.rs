@@ -24,6 +24,9 @@ pub enum SidecarError {
     /// The gRPC server failed.
     #[error("the gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
+    /// The configuration cannot work.
+    #[error("invalid sidecar configuration: {0}")]
+    Config(String),
 }
 
 /// A sidecar: build it once, then serve it on one or more listeners.
@@ -39,8 +42,10 @@ impl Sidecar {
     /// a miss) and the sidecar's capacity.
     ///
     /// # Errors
-    /// If wasmtime cannot be set up or a guest does not load.
+    /// If the configuration cannot work (e.g. limits that would make a message
+    /// too large to send), wasmtime cannot be set up, or a guest does not load.
     pub fn new(config: SidecarConfig) -> Result<Sidecar, SidecarError> {
+        config.check().map_err(SidecarError::Config)?;
         let engine = SandboxEngine::new(&config)?;
         let capacity = Arc::new(Capacity::new(config.slots, config.max_queued_runs, config.max_waiting_runs));
         let memory = MemoryBudget::new(config.total_memory_bytes);

@@ -7,16 +7,16 @@
 //! deadline, or at sidecar shutdown — and dropping the guest's future frees its
 //! instance, slot and waiting place at once.
 
-use crate::calls::{CallLimits, CallPort, CallStats, RunLink};
+use crate::calls::{CallLimits, CallPort, RunLink};
 use crate::config::SidecarConfig;
 use crate::cpu::{CpuMeter, Metered};
 use crate::engine::SandboxEngine;
-use crate::error::{LimitExceeded, RejectRun, RunEnd};
+use crate::error::{CancelledBy, LimitExceeded, RejectRun, RunEnd};
 use crate::memory::MemoryBudget;
-use crate::output::CapturedOutput;
 use crate::run::{self, RunPlan};
 use crate::slots::{Admission, Capacity};
 use crate::stream::{Outbound, PendingCalls};
+use std::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -30,6 +30,9 @@ use tracing::Instrument;
 
 /// Messages a run may have in flight to a slow reader before it waits.
 const OUTBOUND_BUFFER: usize = 64;
+
+/// How often new output is sent while a script runs.
+const OUTPUT_INTERVAL: Duration = Duration::from_millis(50);
 
 /// State shared by the service and every run task.
 #[derive(Debug)]
@@ -61,11 +64,15 @@ impl sidecar_server::Sidecar for SidecarService {
 
     async fn run(&self, request: Request<Streaming<pb::BackendMessage>>) -> Result<Response<Self::RunStream>, Status> {
         let mut inbound = request.into_inner();
-        let start = match inbound.message().await? {
+        let first = inbound.message().await.map_err(|status| Status::from(RejectRun::Unreadable(status)))?;
+        let start = match first {
             Some(pb::BackendMessage { kind: Some(backend_message::Kind::Start(start)) }) => start,
             Some(_) => return Err(RejectRun::Protocol("the first message of a run must be `Start`".into()).into()),
             None => return Err(RejectRun::Protocol("the stream ended before `Start`".into()).into()),
         };
+        if self.shared.shutdown.is_cancelled() {
+            return Err(RejectRun::ShuttingDown.into());
+        }
         let plan = RunPlan::new(start, &self.shared.config.limits)?;
         if self.shared.engine.runtime(&plan.language).is_none() {
             return Err(RejectRun::UnknownLanguage(plan.language).into());
@@ -103,12 +110,12 @@ struct RunTask {
 
 /// Why the inbound side ended a run.
 enum InboundEnd {
-    /// The backend sent `Cancel`.
-    Cancelled(String),
-    /// The backend broke the protocol, or the sidecar stopped the run
-    /// without a `Finished`; the stream fails with this status.
-    Fails(RejectRun),
-    /// The backend closed or lost its stream: nobody is left to tell.
+    /// The backend sent `Cancel`, or half-closed its stream.
+    Cancelled(CancelledBy),
+    /// The backend broke the stream rules; what it did.
+    Broke(String),
+    /// The backend's stream is gone (reset, connection lost): nobody is left
+    /// to tell.
     Gone,
 }
 
@@ -116,12 +123,7 @@ impl RunTask {
     async fn drive(self, inbound: Streaming<pb::BackendMessage>) {
         let RunTask { shared, plan, outbound, mut admission } = self;
         let started = Instant::now();
-        let link = RunLink {
-            outbound: outbound.clone(),
-            pending: PendingCalls::default(),
-            output: CapturedOutput::new(plan.limits.output_bytes as usize),
-            stats: Arc::new(CallStats::default()),
-        };
+        let link = RunLink::new(outbound.clone(), plan.limits.output_bytes);
         let cpu = Arc::new(CpuMeter::default());
         let peak_memory = AtomicU64::new(0);
 
@@ -144,25 +146,24 @@ impl RunTask {
         let deadline = tokio::time::sleep(plan.limits.deadline);
 
         let end = tokio::select! {
-            end = guest => Ok(end),
-            end = read_inbound(inbound, &link.pending) => Err(end),
-            () = outbound.closed() => Err(InboundEnd::Gone),
-            () = deadline => Ok(RunEnd::Limit(LimitExceeded::Deadline { limit: plan.limits.deadline })),
-            () = shared.shutdown.cancelled() => Err(InboundEnd::Fails(RejectRun::ShuttingDown)),
+            end = guest => end,
+            end = read_inbound(inbound, &link.pending) => match end {
+                InboundEnd::Cancelled(by) => RunEnd::Cancelled(by),
+                InboundEnd::Broke(what) => RunEnd::ProtocolError(what),
+                InboundEnd::Gone => RunEnd::BackendGone,
+            },
+            () = outbound.closed() => RunEnd::BackendGone,
+            () = stream_output(&link) => RunEnd::BackendGone,
+            () = deadline => RunEnd::Limit(LimitExceeded::Deadline { limit: plan.limits.deadline }),
+            () = shared.shutdown.cancelled() => RunEnd::Cancelled(CancelledBy::Shutdown),
         };
         // The guest future is dropped here: the instance, slot and waiting place are free.
         let run_end = match end {
-            Ok(RunEnd::BackendGone) | Err(InboundEnd::Gone) => {
+            RunEnd::BackendGone => {
                 tracing::info!("run ended: the backend went away");
                 return;
             }
-            Ok(end) => end,
-            Err(InboundEnd::Cancelled(reason)) => RunEnd::Cancelled(reason),
-            Err(InboundEnd::Fails(reject)) => {
-                tracing::warn!(reason = %reject, "run ended: the stream fails");
-                outbound.fail(reject.into()).await;
-                return;
-            }
+            end => end,
         };
         match &run_end {
             RunEnd::Internal(cause) => tracing::error!(%cause, "run failed in the sidecar"),
@@ -178,10 +179,25 @@ impl RunTask {
             wall_time_us: started.elapsed().as_micros() as u64,
             peak_memory_bytes: peak_memory.load(Ordering::Relaxed),
         };
-        // `Finished` carries all the output, including what was not yet forwarded.
-        let finished = run_end.into_finished(link.output.contents(), stats);
+        // The last output first; `Finished` then repeats all of it.
+        let finished = run_end.into_finished(link.output.contents(), stats, plan.limits.to_proto());
         // A failed send means the backend is gone; there is no one left to tell.
-        let _ = outbound.send(pb::sidecar_message::Kind::Finished(finished)).await;
+        if link.flush_output().await.is_ok() {
+            let _ = outbound.send(pb::sidecar_message::Kind::Finished(finished)).await;
+        }
+    }
+}
+
+/// Sends new output every [`OUTPUT_INTERVAL`] while the script runs; ends
+/// only when the backend is gone.
+async fn stream_output(link: &RunLink) {
+    let mut ticks = tokio::time::interval(OUTPUT_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if link.flush_output().await.is_err() {
+            return;
+        }
     }
 }
 
@@ -190,30 +206,35 @@ async fn read_inbound(mut inbound: Streaming<pb::BackendMessage>, pending: &Pend
     loop {
         let message = match inbound.message().await {
             Ok(Some(message)) => message,
-            Ok(None) => return InboundEnd::Gone,
-            // A vanished peer and an unreadable message (e.g. over the size
-            // limit) look alike here; telling a vanished peer costs nothing.
+            Ok(None) => return InboundEnd::Cancelled(CancelledBy::HalfClose),
             Err(status) => {
                 tracing::info!(status = %status, "the backend's stream failed");
-                return InboundEnd::Fails(RejectRun::Unreadable(status));
+                return match status.code() {
+                    // The peer reset the stream or lost the connection.
+                    tonic::Code::Cancelled | tonic::Code::Unknown | tonic::Code::Unavailable => InboundEnd::Gone,
+                    // A message that could not be read (undecodable, over the size limit).
+                    _ => InboundEnd::Broke(RejectRun::Unreadable(status).to_string()),
+                };
             }
         };
         match message.kind {
             Some(backend_message::Kind::ToolResult(result)) => {
                 if result.outcome.is_none() {
-                    return protocol(format!("`ToolResult` `{}` has neither `value_json` nor `failure`", result.id));
+                    return InboundEnd::Broke(format!(
+                        "`ToolResult` `{}` has neither `value_json` nor `failure`",
+                        result.id
+                    ));
                 }
                 if let Err(result) = pending.deliver(result) {
-                    return protocol(format!("`ToolResult` for unknown call id `{}`", result.id));
+                    return InboundEnd::Broke(format!(
+                        "`ToolResult` for call id `{}`, which is not waiting for a result (never issued, or already answered)",
+                        result.id
+                    ));
                 }
             }
-            Some(backend_message::Kind::Cancel(cancel)) => return InboundEnd::Cancelled(cancel.reason),
-            Some(backend_message::Kind::Start(_)) => return protocol("`Start` may be sent only once per run".into()),
-            None => return protocol("a backend message with no content".into()),
+            Some(backend_message::Kind::Cancel(cancel)) => return InboundEnd::Cancelled(CancelledBy::Backend(cancel.reason)),
+            Some(backend_message::Kind::Start(_)) => return InboundEnd::Broke("`Start` may be sent only once per run".into()),
+            None => return InboundEnd::Broke("a backend message with no content".into()),
         }
     }
-}
-
-fn protocol(message: String) -> InboundEnd {
-    InboundEnd::Fails(RejectRun::Protocol(message))
 }

@@ -31,12 +31,6 @@ impl Outbound {
         self.0.send(Ok(pb::SidecarMessage { kind: Some(kind) })).await.map_err(|_| BackendGone)
     }
 
-    /// Fails the stream with `status` (no `Finished` follows).
-    pub(crate) async fn fail(&self, status: Status) {
-        // A failed send means the backend is gone; there is no one left to tell.
-        let _ = self.0.send(Err(status)).await;
-    }
-
     /// Completes when the backend stops reading the stream.
     ///
     /// # Cancel safety

@@ -26,15 +26,19 @@ pub enum RunErrorKind {
     Deadline,
     /// The script source (or another size the run is held to) is too large.
     SizeLimit,
-    /// The backend cancelled the run, or the sidecar is shutting down.
+    /// The backend cancelled the run (or half-closed its stream), or the
+    /// sidecar is shutting down.
     Cancelled,
+    /// The backend broke the stream rules (an unknown or repeated result id,
+    /// an unreadable message, a second `Start`).
+    ProtocolError,
     /// The sidecar failed; its logs have the cause.
     Internal,
 }
 
 impl RunErrorKind {
     /// Every kind.
-    pub const ALL: [RunErrorKind; 12] = [
+    pub const ALL: [RunErrorKind; 13] = [
         RunErrorKind::SyntaxError,
         RunErrorKind::RuntimeError,
         RunErrorKind::GuestFault,
@@ -46,6 +50,7 @@ impl RunErrorKind {
         RunErrorKind::Deadline,
         RunErrorKind::SizeLimit,
         RunErrorKind::Cancelled,
+        RunErrorKind::ProtocolError,
         RunErrorKind::Internal,
     ];
 
@@ -63,6 +68,7 @@ impl RunErrorKind {
             RunErrorKind::Deadline => "deadline",
             RunErrorKind::SizeLimit => "size_limit",
             RunErrorKind::Cancelled => "cancelled",
+            RunErrorKind::ProtocolError => "protocol_error",
             RunErrorKind::Internal => "internal",
         }
     }
