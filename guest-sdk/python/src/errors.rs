@@ -1,6 +1,6 @@
 //! How a failed script is reported: monty's exceptions as [`ScriptError`]s.
 
-use monty_types::MontyException;
+use monty_types::{ExcType, MontyException};
 use tether_guest::ScriptError;
 
 /// The file name tracebacks give the script.
@@ -23,27 +23,53 @@ pub fn runtime_error(exception: &MontyException) -> ScriptError {
     from_exception(RUNTIME_ERROR, exception)
 }
 
+/// A limit the runtime enforces, raised uncatchably with `exception` so it
+/// carries the script's traceback: `limit` gets the line and the traceback,
+/// whose last line names the limit instead of the carrier exception.
+pub fn limit_error(mut limit: ScriptError, exception: &MontyException) -> ScriptError {
+    let traceback = exception.to_string();
+    let frames = traceback.rsplit_once('\n').map_or("", |(frames, _)| frames);
+    limit.traceback = if frames.is_empty() {
+        format!("{}: {}", limit.kind, limit.message)
+    } else {
+        format!("{frames}\n{}: {}", limit.kind, limit.message)
+    };
+    limit.line = script_line(exception);
+    limit
+}
+
+/// What to use instead of `sys.stdout.write()` / `sys.stderr.write()`: in
+/// monty 1.4.0 `sys.stdout` and `sys.stderr` are bare markers that only
+/// `print(file=...)` understands, so any method on them is an
+/// `AttributeError` naming `_io.TextIOWrapper`.
+const STREAM_METHOD_HINT: &str = "in Tether's Python (monty) sys.stdout and sys.stderr have no methods: \
+     use print(..., file=sys.stderr, end='') instead of sys.stderr.write(...)";
+
 fn from_exception(kind: &str, exception: &MontyException) -> ScriptError {
     let exception_type = exception.exc_type().to_string();
-    let message = match exception.message() {
+    let mut message = match exception.message() {
         Some(message) if !message.is_empty() => message.to_owned(),
         _ => exception_type.clone(),
     };
-    // The innermost frame of the script itself: frames of code run by
-    // `exec()`/`eval()` carry another file name and no script line.
-    let line = exception
-        .traceback()
-        .iter()
-        .rev()
-        .find(|frame| frame.filename == SCRIPT_NAME)
-        .map_or(0, |frame| frame.start.line);
-    ScriptError { kind: kind.to_owned(), message, exception_type, traceback: exception.to_string(), line, limit: String::new() }
+    let mut traceback = exception.to_string();
+    if exception.exc_type() == ExcType::AttributeError && message.starts_with("'_io.TextIOWrapper' object has no attribute")
+    {
+        message = format!("{message} ({STREAM_METHOD_HINT})");
+        traceback = format!("{traceback} ({STREAM_METHOD_HINT})");
+    }
+    ScriptError { kind: kind.to_owned(), message, exception_type, traceback, line: script_line(exception), ..ScriptError::default() }
+}
+
+/// The innermost frame of the script itself: frames of code run by
+/// `exec()`/`eval()` carry another file name and no script line.
+fn script_line(exception: &MontyException) -> u32 {
+    exception.traceback().iter().rev().find(|frame| frame.filename == SCRIPT_NAME).map_or(0, |frame| frame.start.line)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use monty_types::{CodeLoc, ExcType, StackFrame};
+    use monty_types::{CodeLoc, StackFrame};
 
     fn frame(filename: &str, line: u32) -> StackFrame {
         StackFrame {

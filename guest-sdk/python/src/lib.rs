@@ -13,3 +13,4 @@ pub mod errors;
 pub mod output;
 pub mod runner;
 pub mod sandbox;
+pub mod sleep;

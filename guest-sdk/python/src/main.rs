@@ -15,7 +15,7 @@ fn main() {
 
     let doc = tether_guest::start();
     let outcome = if doc.abi == ABI_VERSION {
-        let mut printer = Printer::new(std::io::stdout());
+        let mut printer = Printer::new(std::io::stdout(), std::io::stderr());
         runner::run(&doc, tether_guest::call_batch, &mut printer)
     } else {
         Outcome::Err(ScriptError {

@@ -7,23 +7,23 @@
 use std::{
     collections::BTreeMap,
     io::Write,
-    thread,
     time::{Duration, Instant},
 };
 
 use monty::{FunctionCall, MontyRun, OsCall, ResolveFutures, RunProgress};
 use monty_types::{
-    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult, PrintWriter,
-    ResourceLimits, ResourceTracker,
+    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult, OsPolicy, PrintWriter,
+    ResourceLimits, ResourceTracker, SleepMode,
 };
 use tether_guest::{CallRequest, CallResult, Failure, Outcome, ScriptError, StartDoc};
 
 use crate::{
     api::{self, Bindings, CALL, CALL_ASYNC, UNWRAP},
     convert::{call_result_to_object, to_json},
-    errors::{RUNTIME_ERROR, SCRIPT_NAME, runtime_error, syntax_error},
+    errors::{RUNTIME_ERROR, SCRIPT_NAME, limit_error, runtime_error, syntax_error},
     output::Printer,
     sandbox::{self, OsAnswer},
+    sleep::SleepBudget,
 };
 
 /// Python call depth at which a script gets a `RecursionError`.
@@ -38,34 +38,28 @@ use crate::{
 /// callbacks, then a nested `==`) still runs with a 256 KiB `max_wasm_stack`.
 pub const MAX_RECURSION_DEPTH: usize = 400;
 
-/// How long one run may sleep in total (`time.sleep`, `asyncio.sleep`).
-///
-/// A sleeping script holds its execution slot (a tool wait gives it back), so
-/// a script that sleeps in a loop would starve other runs until its deadline.
-/// Past the budget, `time.sleep` raises; pending `asyncio.sleep`s end early.
-pub const MAX_TOTAL_SLEEP: Duration = Duration::from_secs(10);
-
 /// Runs `doc`'s script to its outcome. `call_batch` sends tool calls to the
 /// host and returns one result per call, in order; `printer` receives the
 /// script's output and is flushed before every batch and at the end.
-pub fn run<W: Write>(
+pub fn run<O: Write, E: Write>(
     doc: &StartDoc,
     call_batch: impl FnMut(Vec<CallRequest>) -> Vec<CallResult>,
-    printer: &mut Printer<W>,
+    printer: &mut Printer<O, E>,
 ) -> Outcome {
-    run_with_sleep_budget(doc, call_batch, printer, MAX_TOTAL_SLEEP)
+    run_with_sleep_budget(doc, call_batch, printer, SleepBudget::default())
 }
 
-fn run_with_sleep_budget<W: Write>(
+fn run_with_sleep_budget<O: Write, E: Write>(
     doc: &StartDoc,
     call_batch: impl FnMut(Vec<CallRequest>) -> Vec<CallResult>,
-    printer: &mut Printer<W>,
-    sleep_left: Duration,
+    printer: &mut Printer<O, E>,
+    sleep: SleepBudget,
 ) -> Outcome {
     let bindings = Bindings::new(&doc.tools);
     let compiled = MontyRun::new(doc.source.clone(), SCRIPT_NAME, bindings.input_names(), CompileOptions::default());
     let program = match compiled {
-        Ok(program) => program,
+        // Sleeps come to us uncapped, so the budget sees what was asked for.
+        Ok(program) => program.with_os_policy(OsPolicy { sleep: SleepMode::CallHost, ..OsPolicy::default() }),
         Err(exception) => return Outcome::Err(syntax_error(&exception)),
     };
     // Time and memory are the host's to enforce (fuel/epochs, the store's
@@ -78,7 +72,8 @@ fn run_with_sleep_budget<W: Write>(
         call_batch,
         pending_calls: BTreeMap::new(),
         pending_sleeps: BTreeMap::new(),
-        sleep_left,
+        sleep,
+        limit: None,
     };
     let started = program.start(inputs, ResourceTracker::new(limits), session.print());
     let outcome = session.drive(started);
@@ -87,22 +82,25 @@ fn run_with_sleep_budget<W: Write>(
 }
 
 /// The state of a run between suspensions.
-struct Session<'p, W: Write, F> {
+struct Session<'p, O: Write, E: Write, F> {
     bindings: Bindings,
-    printer: &'p mut Printer<W>,
+    printer: &'p mut Printer<O, E>,
     call_batch: F,
     /// `call_async` calls not yet sent, by monty call id: they go out together
     /// at the next `ResolveFutures`, which is what makes a gather one batch.
     pending_calls: BTreeMap<u32, CallRequest>,
     /// `asyncio.sleep` awaitables not yet resolved, and when they are due.
     pending_sleeps: BTreeMap<u32, Instant>,
-    /// What is left of [`MAX_TOTAL_SLEEP`].
-    sleep_left: Duration,
+    /// What is left of the run's sleep budget.
+    sleep: SleepBudget,
+    /// The limit the run passed, once it has: the uncatchable exception that
+    /// ends the run carries the traceback, this the error to report.
+    limit: Option<ScriptError>,
 }
 
 type Step = Result<RunProgress, MontyException>;
 
-impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> {
+impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, O, E, F> {
     fn print(&mut self) -> PrintWriter<'_> {
         PrintWriter::Callback(&mut *self.printer)
     }
@@ -110,7 +108,10 @@ impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> 
     fn drive(&mut self, mut step: Step) -> Outcome {
         loop {
             step = match step {
-                Err(exception) => return Outcome::Err(runtime_error(&exception)),
+                Err(exception) => match self.limit.take() {
+                    Some(limit) => return Outcome::Err(limit_error(limit, &exception)),
+                    None => return Outcome::Err(runtime_error(&exception)),
+                },
                 Ok(RunProgress::Complete(result)) => return outcome_of(&result),
                 Ok(RunProgress::FunctionCall(call)) => self.function_call(call),
                 Ok(RunProgress::OsCall(call)) => self.os_call(call),
@@ -161,21 +162,14 @@ impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> 
     fn os_call(&mut self, call: OsCall) -> Step {
         match sandbox::answer(&call.function_call) {
             OsAnswer::Refuse(exception) => call.resume(exception, self.print()),
-            OsAnswer::Sleep(_) | OsAnswer::AsyncSleep(_) if self.sleep_left.is_zero() => {
-                let message = format!(
-                    "this script has slept its `{}` s in total; a sleeping script holds an execution slot, so wait on tools instead",
-                    MAX_TOTAL_SLEEP.as_secs()
-                );
-                call.resume(MontyException::new(ExcType::RuntimeError, Some(message)), self.print())
-            }
-            OsAnswer::Sleep(duration) => {
-                self.sleep(duration);
-                call.resume(MontyObject::none(), self.print())
-            }
-            OsAnswer::AsyncSleep(duration) if call.allow_eager_await => {
-                self.sleep(duration);
-                call.resume_eager(Ok(MontyObject::none()), self.print())
-            }
+            OsAnswer::Sleep(duration) => match self.sleep(duration) {
+                Ok(()) => call.resume(MontyObject::none(), self.print()),
+                Err(carrier) => call.abort(carrier, self.print()),
+            },
+            OsAnswer::AsyncSleep(duration) if call.allow_eager_await => match self.sleep(duration) {
+                Ok(()) => call.resume_eager(Ok(MontyObject::none()), self.print()),
+                Err(carrier) => call.abort(carrier, self.print()),
+            },
             OsAnswer::AsyncSleep(duration) => {
                 let now = Instant::now();
                 self.pending_sleeps.insert(call.call_id, now.checked_add(duration).unwrap_or(now));
@@ -211,8 +205,10 @@ impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> 
             resolved.extend(ids.into_iter().zip(results).map(|(id, result)| (id, result.into())));
         } else if resolved.is_empty() {
             let earliest = waiting.iter().filter_map(|id| self.pending_sleeps.get(id)).min().copied();
-            if let Some(due) = earliest {
-                self.sleep(due.saturating_duration_since(Instant::now()));
+            if let Some(due) = earliest
+                && let Err(carrier) = self.sleep(due.saturating_duration_since(Instant::now()))
+            {
+                return state.abort(carrier, self.print());
             }
         }
         let now = Instant::now();
@@ -245,13 +241,16 @@ impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> 
         results.iter().map(call_result_to_object).collect()
     }
 
-    fn sleep(&mut self, duration: Duration) {
+    /// Sleeps out of the budget, output first. Past the budget it sleeps
+    /// not at all: it records the limit and returns the exception that ends
+    /// the run (uncatchable, through `abort`) at the sleep's call site.
+    fn sleep(&mut self, duration: Duration) -> Result<(), MontyException> {
         self.printer.flush();
-        let duration = duration.min(self.sleep_left);
-        self.sleep_left -= duration;
-        if !duration.is_zero() {
-            thread::sleep(duration);
-        }
+        self.sleep.sleep(duration).map_err(|limit| {
+            let carrier = MontyException::new(ExcType::RuntimeError, Some(limit.to_string()));
+            self.limit = Some(limit.into());
+            carrier
+        })
     }
 }
 
@@ -280,6 +279,7 @@ mod tests {
     use tether_guest::ToolSpec;
 
     use super::*;
+    use crate::sleep::{SLEEP_LIMIT, SLEEP_LIMIT_NAME};
 
     /// A writer whose bytes the fake host can read while the printer owns it.
     #[derive(Clone, Default)]
@@ -309,12 +309,18 @@ mod tests {
         /// The script's output as the host saw it when each batch arrived.
         output_at_batch: Vec<String>,
         output: String,
+        /// What the script wrote to stderr.
+        errors: String,
     }
 
     /// Runs `source` against a host whose tools echo their call, except
     /// `fail`, which fails with `denied`.
     fn run_with(source: &str, tools: &[&str], input: Value) -> Run {
-        let doc = StartDoc {
+        run_doc(start_doc(source, tools, input), SleepBudget::default())
+    }
+
+    fn start_doc(source: &str, tools: &[&str], input: Value) -> StartDoc {
+        StartDoc {
             abi: 1,
             language: "python".into(),
             source: source.into(),
@@ -323,12 +329,15 @@ mod tests {
                 .iter()
                 .map(|name| ToolSpec { name: (*name).into(), description: String::new(), input_schema: json!({}) })
                 .collect(),
-        };
-        let out = Shared::default();
-        let mut printer = Printer::new(out.clone());
+        }
+    }
+
+    fn run_doc(doc: StartDoc, sleep: SleepBudget) -> Run {
+        let (out, err) = (Shared::default(), Shared::default());
+        let mut printer = Printer::new(out.clone(), err.clone());
         let mut batches = Vec::new();
         let mut output_at_batch = Vec::new();
-        let outcome = run(
+        let outcome = run_with_sleep_budget(
             &doc,
             |calls: Vec<CallRequest>| {
                 output_at_batch.push(out.text());
@@ -343,8 +352,9 @@ mod tests {
                 results
             },
             &mut printer,
+            sleep,
         );
-        Run { outcome, batches, output_at_batch, output: out.text() }
+        Run { outcome, batches, output_at_batch, output: out.text(), errors: err.text() }
     }
 
     fn run_script(source: &str) -> Run {
@@ -553,24 +563,67 @@ results = await main()
         assert!(error.message.starts_with("the script's result is not JSON-serializable"), "{}", error.message);
     }
 
+    fn run_with_sleep(source: &str, budget: Duration) -> Run {
+        run_doc(start_doc(source, &[], Value::Null), SleepBudget::new(budget))
+    }
+
     #[test]
-    fn sleeping_past_the_total_budget_raises() {
-        let doc = StartDoc {
-            abi: tether_guest::ABI_VERSION,
-            language: "python".into(),
-            source: "import time\ntime.sleep(0.03)\ntime.sleep(0.03)\ntime.sleep(0.03)\n".into(),
-            input: Value::Null,
-            tools: Vec::new(),
-        };
-        let mut printer = Printer::new(Vec::new());
-        let outcome = run_with_sleep_budget(&doc, |_| Vec::new(), &mut printer, Duration::from_millis(50));
-        match outcome {
-            Outcome::Err(error) => {
-                assert_eq!((error.exception_type.as_str(), error.line), ("RuntimeError", 4), "{error:?}");
-                assert!(error.message.contains("slept"), "{error:?}");
-            }
-            Outcome::Ok(value) => panic!("sleeping past the budget completed with {value}"),
-        }
+    fn sleeps_within_the_budget_are_obeyed() {
+        let run = run_with_sleep("import time\ntime.sleep(0.02)\ntime.sleep(0.02)\n'done'", Duration::from_millis(50));
+        assert_eq!(value(&run), &json!("done"));
+    }
+
+    #[test]
+    fn a_sleep_past_the_budget_ends_the_run_at_once() {
+        let started = Instant::now();
+        let source = "import time\nprint('before')\ntime.sleep(0.02)\ntry:\n    time.sleep(100000)\nexcept BaseException:\n    pass\nprint('after')\n";
+        let run = run_with_sleep(source, Duration::from_secs(10));
+        assert!(started.elapsed() < Duration::from_secs(1), "the limit must not sleep what is left first");
+        let error = failure(&run);
+        assert_eq!((error.kind.as_str(), error.limit.as_str()), (SLEEP_LIMIT, SLEEP_LIMIT_NAME), "{error:?}");
+        assert_eq!((error.exception_type.as_str(), error.line), ("", 5), "{error:?}");
+        assert!(error.message.contains("`10` s sleep budget"), "{error:?}");
+        assert!(error.traceback.contains("line 5") && error.traceback.ends_with(&error.message), "{error:?}");
+        // Not catchable: the script did not go on.
+        assert_eq!(run.output, "before\n");
+    }
+
+    #[test]
+    fn sleeps_that_add_up_past_the_budget_end_the_run() {
+        let source = "import time\nfor _ in range(10):\n    time.sleep(0.02)\n";
+        let error = failure(&run_with_sleep(source, Duration::from_millis(50)));
+        assert_eq!((error.kind.as_str(), error.line), (SLEEP_LIMIT, 3), "{error:?}");
+    }
+
+    #[test]
+    fn pending_async_sleeps_past_the_budget_end_the_run() {
+        let started = Instant::now();
+        let source = "import asyncio\nasync def nap(s):\n    await asyncio.sleep(s)\n    return s\nawait asyncio.gather(nap(0.01), nap(1000))\n";
+        let error = failure(&run_with_sleep(source, Duration::from_secs(1)));
+        assert!(started.elapsed() < Duration::from_millis(900), "the limit must not sleep what is left first");
+        assert_eq!((error.kind.as_str(), error.limit.as_str()), (SLEEP_LIMIT, SLEEP_LIMIT_NAME), "{error:?}");
+        // Within the budget, the same script completes.
+        let run = run_with_sleep(source.replace("1000", "0.02").as_str(), Duration::from_secs(1));
+        assert_eq!(value(&run), &json!([0.01, 0.02]));
+    }
+
+    #[test]
+    fn an_awaited_sleep_past_the_budget_ends_the_run() {
+        let error = failure(&run_with_sleep("import asyncio\nawait asyncio.sleep(5)\n", Duration::from_secs(1)));
+        assert_eq!((error.kind.as_str(), error.line), (SLEEP_LIMIT, 2), "{error:?}");
+    }
+
+    #[test]
+    fn print_to_stderr_reaches_stderr() {
+        let run = run_script("import sys\nprint('out')\nprint('err', 1, file=sys.stderr)\nprint('out2', file=sys.stdout)\n");
+        assert_eq!((run.output.as_str(), run.errors.as_str()), ("out\nout2\n", "err 1\n"));
+    }
+
+    #[test]
+    fn stream_methods_are_an_error_that_says_what_to_use() {
+        let error = failure(&run_script("import sys\nsys.stderr.write('x')\n"));
+        assert_eq!((error.exception_type.as_str(), error.line), ("AttributeError", 2), "{error:?}");
+        assert!(error.message.contains("print(..., file=sys.stderr"), "{error:?}");
     }
 
     #[test]
