@@ -9,6 +9,7 @@ mod cancel_storm;
 mod disconnect;
 mod limits;
 mod protocol;
+mod python_json;
 mod python_runtime;
 mod rust_guest;
 mod scenario;

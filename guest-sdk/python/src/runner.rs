@@ -262,10 +262,11 @@ fn missing_result() -> Failure {
 fn outcome_of(result: &MontyObject) -> Outcome {
     match to_json(result.as_ref()) {
         Ok(value) => Outcome::Ok(value),
+        // The exception `json.dumps(result)` would raise.
         Err(error) => Outcome::Err(ScriptError {
             kind: RUNTIME_ERROR.to_owned(),
             message: format!("the script's result is not JSON-serializable: {error}"),
-            exception_type: "TypeError".to_owned(),
+            exception_type: error.exc_type().to_string(),
             ..ScriptError::default()
         }),
     }
@@ -553,6 +554,30 @@ results = await main()
         let run = run_script("try:\n    call('a', f=print)\nexcept TypeError as e:\n    r = str(e)\nr");
         let message = value(&run).as_str().unwrap_or_default().to_owned();
         assert!(message.starts_with("argument is not JSON-serializable"), "{message}");
+        assert!(run.batches.is_empty());
+    }
+
+    #[test]
+    fn results_and_arguments_follow_json_dumps() {
+        let source = "r = call('a', {7: 'x', 2.5: 'y', True: 'z', None: 'n'}, t=(1, 2))\n{2024: 'year', 'args': r['value']['args']}";
+        let run = run_script(source);
+        let args = json!({"7": "x", "2.5": "y", "true": "z", "null": "n", "t": [1, 2]});
+        assert_eq!(run.batches, [vec![request("a", args.clone())]]);
+        assert_eq!(value(&run), &json!({"2024": "year", "args": args}));
+    }
+
+    #[test]
+    fn values_json_dumps_refuses_are_refused_with_its_exception() {
+        let error = failure(&run_script("a = []\na.append(a)\na"));
+        assert_eq!(error.exception_type, "ValueError", "{error:?}");
+        assert!(error.message.ends_with("Circular reference detected"), "{error:?}");
+        let error = failure(&run_script("float('nan')"));
+        assert_eq!(error.exception_type, "ValueError", "{error:?}");
+        let error = failure(&run_script("b'x'"));
+        assert_eq!(error.exception_type, "TypeError", "{error:?}");
+        assert!(error.message.ends_with("Object of type bytes is not JSON serializable"), "{error:?}");
+        let run = run_script("try:\n    call('a', x=float('inf'))\nexcept ValueError as e:\n    r = str(e)\nr");
+        assert_eq!(value(&run), &json!("argument is not JSON-serializable: Out of range float values are not JSON compliant: inf"));
         assert!(run.batches.is_empty());
     }
 
