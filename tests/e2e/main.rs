@@ -11,6 +11,7 @@ mod limits;
 mod protocol;
 mod python_json;
 mod python_runtime;
+mod python_tracebacks;
 mod rust_guest;
 mod scenario;
 mod script_errors;

@@ -14,3 +14,4 @@ pub mod output;
 pub mod runner;
 pub mod sandbox;
 pub mod sleep;
+pub mod traceback;

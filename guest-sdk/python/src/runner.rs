@@ -24,6 +24,7 @@ use crate::{
     output::Printer,
     sandbox::{self, OsAnswer},
     sleep::SleepBudget,
+    traceback,
 };
 
 /// Python call depth at which a script gets a `RecursionError`.
@@ -67,6 +68,7 @@ fn run_with_sleep_budget<O: Write, E: Write>(
     let limits = ResourceLimits::default().max_recursion_depth(MAX_RECURSION_DEPTH);
     let inputs = bindings.input_values(&doc.input);
     let mut session = Session {
+        source: &doc.source,
         bindings,
         printer,
         call_batch,
@@ -83,6 +85,8 @@ fn run_with_sleep_budget<O: Write, E: Write>(
 
 /// The state of a run between suspensions.
 struct Session<'p, O: Write, E: Write, F> {
+    /// The script, for repairing tracebacks.
+    source: &'p str,
     bindings: Bindings,
     printer: &'p mut Printer<O, E>,
     call_batch: F,
@@ -108,10 +112,13 @@ impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<
     fn drive(&mut self, mut step: Step) -> Outcome {
         loop {
             step = match step {
-                Err(exception) => match self.limit.take() {
-                    Some(limit) => return Outcome::Err(limit_error(limit, &exception)),
-                    None => return Outcome::Err(runtime_error(&exception)),
-                },
+                Err(exception) => {
+                    let exception = traceback::repair(&exception, self.source);
+                    return Outcome::Err(match self.limit.take() {
+                        Some(limit) => limit_error(limit, &exception),
+                        None => runtime_error(&exception),
+                    });
+                }
                 Ok(RunProgress::Complete(result)) => return outcome_of(&result),
                 Ok(RunProgress::FunctionCall(call)) => self.function_call(call),
                 Ok(RunProgress::OsCall(call)) => self.os_call(call),
@@ -541,6 +548,21 @@ results = await main()
     fn unknown_names_are_name_errors() {
         let error = &failure(&run_script("x = 1\nundefined_thing + x"));
         assert_eq!((error.exception_type.as_str(), error.line), ("NameError", 2));
+    }
+
+    #[test]
+    fn a_name_error_points_at_the_name() {
+        let error = failure(&run_script("def f():\n    return snap(1) + 1\nf()\n"));
+        assert_eq!((error.exception_type.as_str(), error.line), ("NameError", 2), "{error:?}");
+        assert!(error.traceback.contains("    return snap(1) + 1\n           ~~~~\n"), "{}", error.traceback);
+    }
+
+    #[test]
+    fn a_bare_raise_without_an_exception_names_the_script() {
+        let error = failure(&run_script("def f():\n    raise\nf()\n"));
+        assert_eq!((error.exception_type.as_str(), error.line), ("RuntimeError", 2), "{error:?}");
+        assert!(!error.traceback.contains('\0'), "{:?}", error.traceback);
+        assert!(error.traceback.contains("File \"main.py\", line 2, in f\n    raise\n"), "{}", error.traceback);
     }
 
     #[test]
