@@ -9,6 +9,7 @@ mod cancel_storm;
 mod disconnect;
 mod limits;
 mod protocol;
+mod python_depth;
 mod python_json;
 mod python_runtime;
 mod python_tracebacks;

@@ -27,17 +27,18 @@ use crate::{
     traceback,
 };
 
-/// Python call depth at which a script gets a `RecursionError`.
+/// Python call depth at which a script gets a `RecursionError`: CPython's
+/// default limit.
 ///
-/// monty charges this depth for its recursive Rust work too (`==`, `hash`,
-/// `json.dumps`, `deepcopy` of nested containers; callbacks such as
+/// monty charges this depth for its recursive Rust work too (`==`, `repr`,
+/// `hash`, `deepcopy`, `json.dumps` of nested containers; callbacks such as
 /// `sorted(key=…)`, which it also caps at 12 nested), and that work runs on
-/// the Wasm stacks: overflowing them kills the run instead of raising.
-/// Measured under wasmtime 48: `==` of nested lists exhausts the default
-/// 512 KiB `max_wasm_stack` at ~1,160 levels and the guest's 1 MiB
-/// linear-memory stack at ~2,000; at 400 the worst mix found (12 nested
-/// callbacks, then a nested `==`) still runs with a 256 KiB `max_wasm_stack`.
-pub const MAX_RECURSION_DEPTH: usize = 400;
+/// the Wasm stacks: overflowing them ends the run instead of raising.
+/// Measured with `tests/e2e/python_depth.rs` under wasmtime 48, the worst work
+/// found at this depth (`==` of dicts nested 1,000 deep) needs between 1 and
+/// 1.5 MiB of linear-memory stack (the guest links 4 MiB, see `build.rs`) and
+/// between 512 KiB and 1 MiB of `max_wasm_stack` (the sidecar allows 4 MiB).
+pub const MAX_RECURSION_DEPTH: usize = 1000;
 
 /// Runs `doc`'s script to its outcome. `call_batch` sends tool calls to the
 /// host and returns one result per call, in order; `printer` receives the
