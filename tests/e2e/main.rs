@@ -6,6 +6,7 @@
 mod support;
 
 mod cancel_storm;
+mod conformance;
 mod disconnect;
 mod limits;
 mod protocol;
