@@ -43,7 +43,7 @@ pub fn limit_error(mut limit: ScriptError, exception: &MontyException) -> Script
 /// `print(file=...)` understands, so any method on them is an
 /// `AttributeError` naming `_io.TextIOWrapper`.
 const STREAM_METHOD_HINT: &str = "in Tether's Python (monty) sys.stdout and sys.stderr have no methods: \
-     use print(..., file=sys.stderr, end='') instead of sys.stderr.write(...)";
+     write with print(..., end='') or print(..., file=sys.stderr, end=''); output is flushed for you";
 
 fn from_exception(kind: &str, exception: &MontyException) -> ScriptError {
     let exception_type = exception.exc_type().to_string();
