@@ -33,7 +33,6 @@ async fn a_sleep_past_the_budget_ends_the_run_at_once_with_a_limit_error() {
 }
 
 #[tokio::test]
-#[ignore = "needs the sidecar to map a ScriptError with `limit` to LIMIT_EXCEEDED (sidecar/src/error.rs)"]
 async fn a_sleep_past_the_budget_is_reported_as_a_limit() {
     let (_sidecar, client) = sidecar().await;
     let (outcome, _) = run_demo(&client, SLEEP_PAST_THE_BUDGET).await;

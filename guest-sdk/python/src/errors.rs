@@ -1,26 +1,22 @@
 //! How a failed script is reported: monty's exceptions as [`ScriptError`]s.
 
 use monty_types::{ExcType, MontyException};
+use tether_codes::RunErrorKind;
 use tether_guest::ScriptError;
 
 /// The file name tracebacks give the script.
 pub const SCRIPT_NAME: &str = "main.py";
 
-/// The kind of a script that could not be compiled.
-pub const SYNTAX_ERROR: &str = "syntax_error";
-/// The kind of a script that raised, or whose result could not be reported.
-pub const RUNTIME_ERROR: &str = "runtime_error";
-
 /// A script that failed to compile. Every compile failure counts, not only
 /// `SyntaxError`: the script never started either way, and `exception_type`
 /// still names what monty raised.
 pub fn syntax_error(exception: &MontyException) -> ScriptError {
-    from_exception(SYNTAX_ERROR, exception)
+    from_exception(RunErrorKind::SyntaxError, exception)
 }
 
 /// A script that raised an exception nobody caught.
 pub fn runtime_error(exception: &MontyException) -> ScriptError {
-    from_exception(RUNTIME_ERROR, exception)
+    from_exception(RunErrorKind::RuntimeError, exception)
 }
 
 /// A limit the runtime enforces, raised uncatchably with `exception` so it
@@ -45,7 +41,7 @@ pub fn limit_error(mut limit: ScriptError, exception: &MontyException) -> Script
 const STREAM_METHOD_HINT: &str = "in Tether's Python (monty) sys.stdout and sys.stderr have no methods: \
      write with print(..., end='') or print(..., file=sys.stderr, end=''); output is flushed for you";
 
-fn from_exception(kind: &str, exception: &MontyException) -> ScriptError {
+fn from_exception(kind: RunErrorKind, exception: &MontyException) -> ScriptError {
     let exception_type = exception.exc_type().to_string();
     let mut message = match exception.message() {
         Some(message) if !message.is_empty() => message.to_owned(),
@@ -57,7 +53,7 @@ fn from_exception(kind: &str, exception: &MontyException) -> ScriptError {
         message = format!("{message} ({STREAM_METHOD_HINT})");
         traceback = format!("{traceback} ({STREAM_METHOD_HINT})");
     }
-    ScriptError { kind: kind.to_owned(), message, exception_type, traceback, line: script_line(exception), ..ScriptError::default() }
+    ScriptError { kind: kind.as_str().to_owned(), message, exception_type, traceback, line: script_line(exception), ..ScriptError::default() }
 }
 
 /// The innermost frame of the script itself: frames of code run by
@@ -91,7 +87,7 @@ mod tests {
             vec![frame(SCRIPT_NAME, 3), frame(SCRIPT_NAME, 9), frame("<string>", 1)],
         );
         let error = runtime_error(&exception);
-        assert_eq!(error.kind, RUNTIME_ERROR);
+        assert_eq!(error.kind, "runtime_error");
         assert_eq!(error.exception_type, "ValueError");
         assert_eq!(error.message, "bad");
         assert_eq!(error.line, 9);
@@ -101,7 +97,7 @@ mod tests {
     #[test]
     fn an_exception_without_message_is_named_by_its_type() {
         let error = syntax_error(&MontyException::new(ExcType::SyntaxError, None));
-        assert_eq!(error.kind, SYNTAX_ERROR);
+        assert_eq!(error.kind, "syntax_error");
         assert_eq!(error.message, "SyntaxError");
         assert_eq!(error.line, 0);
     }

@@ -15,12 +15,13 @@ use monty_types::{
     CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult, OsPolicy, PrintWriter,
     ResourceLimits, ResourceTracker, SleepMode,
 };
+use tether_codes::RunErrorKind;
 use tether_guest::{CallRequest, CallResult, Failure, Outcome, ScriptError, StartDoc};
 
 use crate::{
     api::{self, Bindings, CALL, CALL_ASYNC, UNWRAP},
     convert::{call_result_to_object, to_json},
-    errors::{RUNTIME_ERROR, SCRIPT_NAME, limit_error, runtime_error, syntax_error},
+    errors::{SCRIPT_NAME, limit_error, runtime_error, syntax_error},
     output::Printer,
     sandbox::{self, OsAnswer},
     sleep::SleepBudget,
@@ -272,7 +273,7 @@ fn outcome_of(result: &MontyObject) -> Outcome {
         Ok(value) => Outcome::Ok(value),
         // The exception `json.dumps(result)` would raise.
         Err(error) => Outcome::Err(ScriptError {
-            kind: RUNTIME_ERROR.to_owned(),
+            kind: RunErrorKind::RuntimeError.as_str().to_owned(),
             message: format!("the script's result is not JSON-serializable: {error}"),
             exception_type: error.exc_type().to_string(),
             ..ScriptError::default()

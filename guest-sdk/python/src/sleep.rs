@@ -8,13 +8,11 @@
 
 use std::{fmt, thread, time::Duration};
 
+use tether_codes::RunErrorKind;
 use tether_guest::ScriptError;
 
 /// How long one run may sleep in total. Default for [`SleepBudget`].
 pub const MAX_TOTAL_SLEEP: Duration = Duration::from_secs(10);
-
-/// The [`ScriptError::kind`] of a run that passed its sleep budget.
-pub const SLEEP_LIMIT: &str = "sleep_limit";
 
 /// The [`ScriptError::limit`] name of the sleep budget.
 pub const SLEEP_LIMIT_NAME: &str = "sleep_ms";
@@ -65,7 +63,8 @@ impl SleepBudget {
 }
 
 /// A sleep that did not fit in what was left of the budget; becomes the
-/// run's [`ScriptError`] (kind [`SLEEP_LIMIT`], limit [`SLEEP_LIMIT_NAME`]).
+/// run's [`ScriptError`] (kind [`RunErrorKind::SleepLimit`], limit
+/// [`SLEEP_LIMIT_NAME`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SleepLimit {
     total: Duration,
@@ -89,7 +88,7 @@ impl fmt::Display for SleepLimit {
 impl From<SleepLimit> for ScriptError {
     fn from(limit: SleepLimit) -> Self {
         ScriptError {
-            kind: SLEEP_LIMIT.to_owned(),
+            kind: RunErrorKind::SleepLimit.as_str().to_owned(),
             limit: SLEEP_LIMIT_NAME.to_owned(),
             message: limit.to_string(),
             ..ScriptError::default()
@@ -127,7 +126,7 @@ mod tests {
         let error = budget.sleep(Duration::from_secs(100_000)).err();
         assert!(started.elapsed() < Duration::from_secs(1), "the limit must not sleep first");
         let error = ScriptError::from(error.unwrap_or_else(|| panic!("a 100000 s sleep passed a 10 s budget")));
-        assert_eq!((error.kind.as_str(), error.limit.as_str()), (SLEEP_LIMIT, SLEEP_LIMIT_NAME));
+        assert_eq!((error.kind.as_str(), error.limit.as_str()), ("sleep_limit", SLEEP_LIMIT_NAME));
         assert!(error.message.contains("`10` s sleep budget"), "{}", error.message);
         assert!(error.message.contains("`100000` s"), "{}", error.message);
         assert!(error.message.contains("wait on tools instead"), "{}", error.message);

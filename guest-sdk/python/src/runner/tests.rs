@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 use tether_guest::ToolSpec;
 
 use super::*;
-use crate::sleep::{SLEEP_LIMIT, SLEEP_LIMIT_NAME};
+use crate::sleep::SLEEP_LIMIT_NAME;
+
+const SLEEP_LIMIT: &str = "sleep_limit";
 
 /// A writer whose bytes the fake host can read while the printer owns it.
 #[derive(Clone, Default)]
@@ -188,7 +190,7 @@ fn awaiting_one_call_sends_it_alone() {
 fn unwrap_raises_on_failure() {
     let run = run_script("x = unwrap(call('ok'))['tool']\ny = unwrap(call('fail'))\n");
     let error = &failure(&run);
-    assert_eq!(error.kind, RUNTIME_ERROR);
+    assert_eq!(error.kind, "runtime_error");
     assert_eq!(error.exception_type, "RuntimeError");
     assert_eq!(error.message, "tool call failed: denied: no");
     assert_eq!(error.line, 2);
