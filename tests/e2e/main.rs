@@ -6,9 +6,14 @@
 mod support;
 
 mod cancel_storm;
+mod conformance;
 mod disconnect;
 mod limits;
 mod protocol;
+mod python_depth;
+mod python_json;
+mod python_runtime;
+mod python_tracebacks;
 mod rust_guest;
 mod scenario;
 mod script_errors;

@@ -206,8 +206,9 @@ fn type_error(message: impl Into<String>) -> MontyException {
     MontyException::new(ExcType::TypeError, Some(message.into()))
 }
 
+/// The exception `json.dumps` raises for the argument, with what it was.
 fn not_serializable(error: crate::convert::ConvertError) -> MontyException {
-    type_error(format!("argument is not JSON-serializable: {error}"))
+    MontyException::new(error.exc_type(), Some(format!("argument is not JSON-serializable: {error}")))
 }
 
 #[cfg(test)]

@@ -1,14 +1,20 @@
 //! Conversion between JSON values and monty's Python values.
 //!
 //! JSON → Python is total: null, bool, int, float, str, list and dict all have
-//! a Python twin. Python → JSON accepts the same types plus tuples (as lists)
-//! and refuses everything else, so a tool never receives a value the script
-//! did not mean to send (a function, a set, a class instance).
+//! a Python twin. Python → JSON follows `json.dumps(value, allow_nan=False)`:
+//! tuples become lists; dict keys that are int, float, bool or None become
+//! strings as `json.dumps` writes them (`1` → `"1"`, `True` → `"true"`,
+//! `None` → `"null"`); every other value (a set, bytes, a function, a class
+//! instance, a cycle, `nan`) is refused with the exception and message
+//! `json.dumps` raises, so a tool never receives a value the script did not
+//! mean to send. Beyond `json.dumps`, the sandbox refuses ints outside the
+//! 64-bit range (the host's JSON reader would round them) and values nested
+//! deeper than [`MAX_DEPTH`].
 
 use std::fmt;
 
 use monty_types::{
-    MontyObject, ObjectRef,
+    ExcType, MontyObject, ObjectRef,
     unstable::{MontyNode, child, node},
 };
 use num_bigint::BigInt;
@@ -30,16 +36,20 @@ pub const MAX_DEPTH: usize = 100;
 /// budget turns such a value into an error instead of an out-of-memory trap.
 pub const MAX_NODES: usize = 5_000_000;
 
-/// Why a Python value has no JSON form.
+/// Why a Python value has no JSON form. Displays as the message
+/// `json.dumps` raises, where it raises one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConvertError {
-    /// A value of a type JSON cannot hold, e.g. a function or a set.
-    Unsupported(String),
-    /// A dict key that is not a string.
-    NonStringKey(String),
-    /// `nan` or an infinity.
+    /// A value of a type JSON cannot hold, e.g. a set: its type name.
+    NotSerializable(String),
+    /// A dict key that is not str, int, float, bool or None: its type name.
+    InvalidKey(String),
+    /// A container that contains itself.
+    Circular,
+    /// `nan` or an infinity, as its repr.
     NonFiniteFloat(String),
-    /// An int outside the range JSON tools can read back exactly.
+    /// An int outside the 64-bit range (`json.dumps` writes it; the host's
+    /// JSON reader could not read it back exactly).
     IntTooLarge,
     /// Nested deeper than [`MAX_DEPTH`].
     TooDeep,
@@ -47,13 +57,29 @@ pub enum ConvertError {
     TooLarge,
 }
 
+impl ConvertError {
+    /// The Python exception `json.dumps` raises for this: `TypeError` for a
+    /// type it cannot write, `ValueError` for a value it cannot.
+    pub fn exc_type(&self) -> ExcType {
+        match self {
+            Self::NotSerializable(_) | Self::InvalidKey(_) => ExcType::TypeError,
+            Self::Circular | Self::NonFiniteFloat(_) | Self::IntTooLarge | Self::TooDeep | Self::TooLarge => {
+                ExcType::ValueError
+            }
+        }
+    }
+}
+
 impl fmt::Display for ConvertError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unsupported(type_name) => write!(f, "a value of type '{type_name}' has no JSON form"),
-            Self::NonStringKey(type_name) => write!(f, "dict keys must be str, not '{type_name}'"),
-            Self::NonFiniteFloat(repr) => write!(f, "the float {repr} has no JSON form"),
-            Self::IntTooLarge => f.write_str("an int outside the 64-bit range has no JSON form"),
+            Self::NotSerializable(type_name) => write!(f, "Object of type {type_name} is not JSON serializable"),
+            Self::InvalidKey(type_name) => write!(f, "keys must be str, int, float, bool or None, not {type_name}"),
+            Self::Circular => f.write_str("Circular reference detected"),
+            Self::NonFiniteFloat(repr) => write!(f, "Out of range float values are not JSON compliant: {repr}"),
+            Self::IntTooLarge => {
+                f.write_str("an int outside the 64-bit range has no exact JSON form here; send it as a str")
+            }
             Self::TooDeep => write!(f, "the value is nested more than {MAX_DEPTH} levels deep"),
             Self::TooLarge => write!(f, "the value expands to more than {MAX_NODES} JSON values"),
         }
@@ -62,7 +88,11 @@ impl fmt::Display for ConvertError {
 
 impl std::error::Error for ConvertError {}
 
-/// Converts a Python value to JSON; see the module docs for what is accepted.
+/// Converts a Python value to JSON as `json.dumps` would; see the module docs.
+///
+/// # Errors
+///
+/// A [`ConvertError`] for the first value with no JSON form.
 pub fn to_json(value: ObjectRef<'_>) -> Result<Value, ConvertError> {
     let mut budget = MAX_NODES;
     to_json_at(value, 0, &mut budget)
@@ -70,12 +100,6 @@ pub fn to_json(value: ObjectRef<'_>) -> Result<Value, ConvertError> {
 
 fn to_json_at(value: ObjectRef<'_>, depth: usize, budget: &mut usize) -> Result<Value, ConvertError> {
     *budget = budget.checked_sub(1).ok_or(ConvertError::TooLarge)?;
-    let items = |ids: &[monty_types::unstable::NodeId], budget: &mut usize| -> Result<Value, ConvertError> {
-        let depth = nested(depth)?;
-        let values =
-            ids.iter().map(|id| to_json_at(child(value, *id), depth, budget)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Value::Array(values))
-    };
     match node(value) {
         MontyNode::None => Ok(Value::Null),
         MontyNode::Bool(flag) => Ok(Value::Bool(*flag)),
@@ -87,21 +111,53 @@ fn to_json_at(value: ObjectRef<'_>, depth: usize, budget: &mut usize) -> Result<
         }
         MontyNode::String(text) => Ok(Value::String(text.clone())),
         // Tuples and named tuples are sequences to JSON, as `json.dumps` has it.
-        MontyNode::List(ids) | MontyNode::Tuple(ids) | MontyNode::NamedTuple { values: ids, .. } => items(ids, budget),
+        MontyNode::List(ids) | MontyNode::Tuple(ids) | MontyNode::NamedTuple { values: ids, .. } => {
+            let depth = nested(depth)?;
+            let values =
+                ids.iter().map(|id| to_json_at(child(value, *id), depth, budget)).collect::<Result<Vec<_>, _>>()?;
+            Ok(Value::Array(values))
+        }
         MontyNode::Dict(pairs) => {
             let depth = nested(depth)?;
             let mut object = Map::with_capacity(pairs.len());
             for (key, item) in pairs {
-                let key = child(value, *key);
-                let Some(key_text) = key.as_str() else {
-                    return Err(ConvertError::NonStringKey(key.type_name().to_owned()));
-                };
-                object.insert(key_text.to_owned(), to_json_at(child(value, *item), depth, budget)?);
+                // A repeated key keeps the last value, as `json.loads(json.dumps(d))` does.
+                object.insert(key_text(child(value, *key))?, to_json_at(child(value, *item), depth, budget)?);
             }
             Ok(Value::Object(object))
         }
-        _ => Err(ConvertError::Unsupported(value.type_name().to_owned())),
+        // monty exports a reference back to an enclosing container as a cycle leaf.
+        MontyNode::Cycle(_) => Err(ConvertError::Circular),
+        MontyNode::Exception { exc_type, .. } => Err(ConvertError::NotSerializable(exc_type.to_string())),
+        MontyNode::Repr(repr) => Err(ConvertError::NotSerializable(repr_type_name(repr).to_owned())),
+        _ => Err(ConvertError::NotSerializable(value.type_name().to_owned())),
     }
+}
+
+/// A dict key as `json.dumps` writes it.
+fn key_text(key: ObjectRef<'_>) -> Result<String, ConvertError> {
+    match node(key) {
+        MontyNode::String(text) => Ok(text.clone()),
+        MontyNode::Bool(flag) => Ok(flag.to_string()),
+        MontyNode::None => Ok("null".to_owned()),
+        MontyNode::Int(int) => Ok(int.to_string()),
+        MontyNode::BigInt(int) => Ok(int.to_string()),
+        MontyNode::Float(float) if float.is_finite() => Ok(key.py_repr()),
+        MontyNode::Float(_) => Err(ConvertError::NonFiniteFloat(key.py_repr())),
+        _ => Err(ConvertError::InvalidKey(key.type_name().to_owned())),
+    }
+}
+
+/// The type name an output-only repr shows: `<list_iterator object>` →
+/// `list_iterator`, `<class 'A'>` → `type`, `Context(prec=28, …)` → `Context`.
+fn repr_type_name(repr: &str) -> &str {
+    let name = match repr.strip_prefix('<') {
+        Some(rest) if rest.starts_with("class ") => "type",
+        Some(rest) if rest.starts_with("built-in ") => "builtin_function_or_method",
+        Some(rest) => rest.split([' ', '>']).next().unwrap_or_default(),
+        None => repr.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')).next().unwrap_or_default(),
+    };
+    if name.is_empty() { "object" } else { name }
 }
 
 fn nested(depth: usize) -> Result<usize, ConvertError> {
@@ -194,24 +250,71 @@ mod tests {
         assert_eq!(to_json(tuple.as_ref()), Ok(json!([1, "x"])));
     }
 
+    fn refused(object: MontyObject) -> Result<Value, (ExcType, String)> {
+        to_json(object.as_ref()).map_err(|error| (error.exc_type(), error.to_string()))
+    }
+
     #[test]
-    fn non_json_values_are_refused() {
+    fn non_json_values_are_refused_as_json_dumps_refuses_them() {
+        let type_error = |message: &str| Err((ExcType::TypeError, message.to_owned()));
+        let value_error = |message: &str| Err((ExcType::ValueError, message.to_owned()));
         let set = MontyObject::set([MontyObject::int(1)]);
-        assert_eq!(to_json(set.as_ref()), Err(ConvertError::Unsupported("set".into())));
+        assert_eq!(refused(set), type_error("Object of type set is not JSON serializable"));
         let function = MontyObject::function("f", None);
-        assert_eq!(to_json(function.as_ref()), Err(ConvertError::Unsupported("function".into())));
+        assert_eq!(refused(function), type_error("Object of type function is not JSON serializable"));
         let bytes = MontyObject::bytes(b"x".to_vec());
-        assert_eq!(to_json(bytes.as_ref()), Err(ConvertError::Unsupported("bytes".into())));
+        assert_eq!(refused(bytes), type_error("Object of type bytes is not JSON serializable"));
+        let iterator = MontyObject::repr("<list_iterator object>");
+        assert_eq!(refused(iterator), type_error("Object of type list_iterator is not JSON serializable"));
+        let class = MontyObject::repr("<class 'A'>");
+        assert_eq!(refused(class), type_error("Object of type type is not JSON serializable"));
+        let context = MontyObject::repr("Context(prec=28, rounding=ROUND_HALF_EVEN)");
+        assert_eq!(refused(context), type_error("Object of type Context is not JSON serializable"));
         let nan = MontyObject::float(f64::NAN);
-        assert_eq!(to_json(nan.as_ref()), Err(ConvertError::NonFiniteFloat("nan".into())));
+        assert_eq!(refused(nan), value_error("Out of range float values are not JSON compliant: nan"));
+        let cycle = MontyObject::list([MontyObject::cycle("[...]")]);
+        assert_eq!(refused(cycle), value_error("Circular reference detected"));
         let huge = MontyObject::bigint(BigInt::from(u64::MAX) * 4);
         assert_eq!(to_json(huge.as_ref()), Err(ConvertError::IntTooLarge));
     }
 
     #[test]
-    fn dict_keys_must_be_strings() {
-        let dict = MontyObject::dict([(MontyObject::int(1), MontyObject::none())]);
-        assert_eq!(to_json(dict.as_ref()), Err(ConvertError::NonStringKey("int".into())));
+    fn dict_keys_become_strings_as_json_dumps_writes_them() {
+        let dict = MontyObject::dict([
+            (MontyObject::int(1), MontyObject::string("int")),
+            (MontyObject::bigint(BigInt::from(u64::MAX) * 4), MontyObject::none()),
+            (MontyObject::float(2.5), MontyObject::none()),
+            (MontyObject::float(1e16), MontyObject::none()),
+            (MontyObject::bool(true), MontyObject::none()),
+            (MontyObject::bool(false), MontyObject::none()),
+            (MontyObject::none(), MontyObject::none()),
+        ]);
+        let mut keys: Vec<String> = match to_json(dict.as_ref()) {
+            Ok(Value::Object(object)) => object.keys().cloned().collect(),
+            other => panic!("not an object: {other:?}"),
+        };
+        keys.sort();
+        let mut expected = ["1", "73786976294838206460", "2.5", "1e+16", "true", "false", "null"].map(str::to_owned);
+        expected.sort();
+        assert_eq!(keys, expected);
+    }
+
+    #[test]
+    fn a_repeated_key_keeps_the_last_value() {
+        let dict = MontyObject::dict([
+            (MontyObject::int(1), MontyObject::string("int")),
+            (MontyObject::string("1"), MontyObject::string("str")),
+        ]);
+        assert_eq!(to_json(dict.as_ref()), Ok(json!({"1": "str"})));
+    }
+
+    #[test]
+    fn other_dict_keys_are_refused() {
+        let tuple_key = MontyObject::dict([(MontyObject::tuple([MontyObject::int(1)]), MontyObject::none())]);
+        let expected = (ExcType::TypeError, "keys must be str, int, float, bool or None, not tuple".to_owned());
+        assert_eq!(refused(tuple_key), Err(expected));
+        let nan_key = MontyObject::dict([(MontyObject::float(f64::NAN), MontyObject::none())]);
+        assert_eq!(to_json(nan_key.as_ref()), Err(ConvertError::NonFiniteFloat("nan".into())));
     }
 
     #[test]

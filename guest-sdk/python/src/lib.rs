@@ -13,3 +13,5 @@ pub mod errors;
 pub mod output;
 pub mod runner;
 pub mod sandbox;
+pub mod sleep;
+pub mod traceback;

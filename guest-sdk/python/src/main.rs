@@ -15,11 +15,11 @@ fn main() {
 
     let doc = tether_guest::start();
     let outcome = if doc.abi == ABI_VERSION {
-        let mut printer = Printer::new(std::io::stdout());
+        let mut printer = Printer::new(std::io::stdout(), std::io::stderr());
         runner::run(&doc, tether_guest::call_batch, &mut printer)
     } else {
         Outcome::Err(ScriptError {
-            kind: "unsupported_abi".to_owned(),
+            kind: tether_codes::RunErrorKind::UnsupportedAbi.as_str().to_owned(),
             message: format!("this runtime speaks tether_v{ABI_VERSION}, the host sent a tether_v{} run", doc.abi),
             ..ScriptError::default()
         })

@@ -1,6 +1,11 @@
-//! Where `print()` output goes: a small buffer in front of the guest's
-//! stdout, so a printing loop costs a few host writes rather than one per
-//! line, while the runner can still flush before every tool call.
+//! Where `print()` output goes: a small buffer in front of each of the
+//! guest's stdout and stderr, so a printing loop costs a few host writes
+//! rather than one per line, while the runner can still flush before every
+//! tool call.
+//!
+//! `print(..., file=sys.stderr)` reaches stderr; monty hands it to
+//! [`PrintWriterCallback::stderr_write`]. `sys.stderr.write()` does not exist
+//! in monty 1.4.0 (see [`crate::errors`] for the hint a script gets).
 
 use std::{
     borrow::Cow,
@@ -10,50 +15,74 @@ use std::{
 
 use monty_types::{MontyException, PrintWriterCallback};
 
-/// Flush once this much output is waiting.
+/// Flush once this much output is waiting on one stream.
 const FLUSH_BYTES: usize = 8 * 1024;
 
 /// Flush output this old at the VM's next checkpoint, so a script that
 /// prints and then computes for a while is not silent meanwhile.
 const FLUSH_AGE: Duration = Duration::from_millis(20);
 
-/// The script's `print()` target. `print(..., file=sys.stderr)` lands here
-/// too, in order: the host forwards one output stream.
+/// The script's `print()` target: stdout, and stderr for
+/// `print(..., file=sys.stderr)`. The host captures the two separately.
 ///
 /// Write errors are ignored: the host caps output, and a refused write must
 /// not end the script.
 #[derive(Debug)]
-pub struct Printer<W: Write> {
-    out: W,
-    buffer: String,
-    /// When the oldest buffered byte was printed; `None` while empty.
+pub struct Printer<O: Write, E: Write> {
+    stdout: Buffered<O>,
+    stderr: Buffered<E>,
+    /// When the oldest buffered byte was printed; `None` while both are empty.
     since: Option<Instant>,
 }
 
-impl<W: Write> Printer<W> {
-    /// A printer writing to `out`.
-    pub fn new(out: W) -> Self {
-        Self { out, buffer: String::new(), since: None }
-    }
+/// One output stream and what is waiting for it.
+#[derive(Debug)]
+struct Buffered<W: Write> {
+    out: W,
+    buffer: String,
+}
 
-    /// Writes out everything buffered. The runner calls it before each call
-    /// batch and at the end of the run, so output reaches the host in order.
-    pub fn flush(&mut self) {
+impl<W: Write> Buffered<W> {
+    fn flush(&mut self) {
         if !self.buffer.is_empty() {
             let _ = self.out.write_all(self.buffer.as_bytes());
             self.buffer.clear();
         }
-        self.since = None;
         let _ = self.out.flush();
     }
+}
 
-    /// The underlying writer.
-    pub fn get_ref(&self) -> &W {
-        &self.out
+impl<O: Write, E: Write> Printer<O, E> {
+    /// A printer writing stdout to `stdout` and stderr to `stderr`.
+    pub fn new(stdout: O, stderr: E) -> Self {
+        Self {
+            stdout: Buffered { out: stdout, buffer: String::new() },
+            stderr: Buffered { out: stderr, buffer: String::new() },
+            since: None,
+        }
+    }
+
+    /// Writes out everything buffered on both streams. The runner calls it
+    /// before each call batch, before a sleep and at the end of the run, so
+    /// output reaches the host in order with the calls.
+    pub fn flush(&mut self) {
+        self.stdout.flush();
+        self.stderr.flush();
+        self.since = None;
+    }
+
+    /// The stdout writer.
+    pub fn stdout(&self) -> &O {
+        &self.stdout.out
+    }
+
+    /// The stderr writer.
+    pub fn stderr(&self) -> &E {
+        &self.stderr.out
     }
 
     fn buffered(&mut self) {
-        if self.buffer.len() >= FLUSH_BYTES {
+        if self.stdout.buffer.len() >= FLUSH_BYTES || self.stderr.buffer.len() >= FLUSH_BYTES {
             self.flush();
         } else if self.since.is_none() {
             self.since = Some(Instant::now());
@@ -61,15 +90,27 @@ impl<W: Write> Printer<W> {
     }
 }
 
-impl<W: Write> PrintWriterCallback for Printer<W> {
+impl<O: Write, E: Write> PrintWriterCallback for Printer<O, E> {
     fn stdout_write(&mut self, output: Cow<'_, str>) -> Result<(), MontyException> {
-        self.buffer.push_str(&output);
+        self.stdout.buffer.push_str(&output);
         self.buffered();
         Ok(())
     }
 
     fn stdout_push(&mut self, end: char) -> Result<(), MontyException> {
-        self.buffer.push(end);
+        self.stdout.buffer.push(end);
+        self.buffered();
+        Ok(())
+    }
+
+    fn stderr_write(&mut self, output: Cow<'_, str>) -> Result<(), MontyException> {
+        self.stderr.buffer.push_str(&output);
+        self.buffered();
+        Ok(())
+    }
+
+    fn stderr_push(&mut self, end: char) -> Result<(), MontyException> {
+        self.stderr.buffer.push(end);
         self.buffered();
         Ok(())
     }
@@ -87,21 +128,37 @@ impl<W: Write> PrintWriterCallback for Printer<W> {
 mod tests {
     use super::*;
 
+    fn printer() -> Printer<Vec<u8>, Vec<u8>> {
+        Printer::new(Vec::new(), Vec::new())
+    }
+
     #[test]
     fn output_is_buffered_until_flushed() {
-        let mut printer = Printer::new(Vec::new());
+        let mut printer = printer();
         let _ = printer.stdout_write("hello".into());
         let _ = printer.stdout_push('\n');
-        assert!(printer.get_ref().is_empty());
+        assert!(printer.stdout().is_empty());
         printer.flush();
-        assert_eq!(printer.get_ref(), b"hello\n");
+        assert_eq!(printer.stdout(), b"hello\n");
+    }
+
+    #[test]
+    fn stderr_is_its_own_stream() {
+        let mut printer = printer();
+        let _ = printer.stdout_write("out".into());
+        let _ = printer.stderr_write("err".into());
+        let _ = printer.stderr_push('\n');
+        printer.flush();
+        assert_eq!((printer.stdout().as_slice(), printer.stderr().as_slice()), (&b"out"[..], &b"err\n"[..]));
     }
 
     #[test]
     fn large_output_flushes_itself() {
-        let mut printer = Printer::new(Vec::new());
+        let mut printer = printer();
         let _ = printer.stdout_write("x".repeat(FLUSH_BYTES).into());
-        assert_eq!(printer.get_ref().len(), FLUSH_BYTES);
+        assert_eq!(printer.stdout().len(), FLUSH_BYTES);
+        let _ = printer.stderr_write("y".repeat(FLUSH_BYTES).into());
+        assert_eq!(printer.stderr().len(), FLUSH_BYTES);
     }
 
     #[test]
@@ -115,8 +172,9 @@ mod tests {
                 Err(std::io::ErrorKind::BrokenPipe.into())
             }
         }
-        let mut printer = Printer::new(Broken);
+        let mut printer = Printer::new(Broken, Broken);
         assert!(printer.stdout_write("x".repeat(FLUSH_BYTES).into()).is_ok());
+        assert!(printer.stderr_write("x".repeat(FLUSH_BYTES).into()).is_ok());
         printer.flush();
     }
 }

@@ -7,65 +7,62 @@
 use std::{
     collections::BTreeMap,
     io::Write,
-    thread,
     time::{Duration, Instant},
 };
 
 use monty::{FunctionCall, MontyRun, OsCall, ResolveFutures, RunProgress};
 use monty_types::{
-    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult, PrintWriter,
-    ResourceLimits, ResourceTracker,
+    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult, OsPolicy, PrintWriter,
+    ResourceLimits, ResourceTracker, SleepMode,
 };
+use tether_codes::RunErrorKind;
 use tether_guest::{CallRequest, CallResult, Failure, Outcome, ScriptError, StartDoc};
 
 use crate::{
     api::{self, Bindings, CALL, CALL_ASYNC, UNWRAP},
     convert::{call_result_to_object, to_json},
-    errors::{RUNTIME_ERROR, SCRIPT_NAME, runtime_error, syntax_error},
+    errors::{SCRIPT_NAME, limit_error, runtime_error, syntax_error},
     output::Printer,
     sandbox::{self, OsAnswer},
+    sleep::SleepBudget,
+    traceback,
 };
 
-/// Python call depth at which a script gets a `RecursionError`.
+/// Python call depth at which a script gets a `RecursionError`: CPython's
+/// default limit.
 ///
-/// monty charges this depth for its recursive Rust work too (`==`, `hash`,
-/// `json.dumps`, `deepcopy` of nested containers; callbacks such as
+/// monty charges this depth for its recursive Rust work too (`==`, `repr`,
+/// `hash`, `deepcopy`, `json.dumps` of nested containers; callbacks such as
 /// `sorted(key=…)`, which it also caps at 12 nested), and that work runs on
-/// the Wasm stacks: overflowing them kills the run instead of raising.
-/// Measured under wasmtime 48: `==` of nested lists exhausts the default
-/// 512 KiB `max_wasm_stack` at ~1,160 levels and the guest's 1 MiB
-/// linear-memory stack at ~2,000; at 400 the worst mix found (12 nested
-/// callbacks, then a nested `==`) still runs with a 256 KiB `max_wasm_stack`.
-pub const MAX_RECURSION_DEPTH: usize = 400;
-
-/// How long one run may sleep in total (`time.sleep`, `asyncio.sleep`).
-///
-/// A sleeping script holds its execution slot (a tool wait gives it back), so
-/// a script that sleeps in a loop would starve other runs until its deadline.
-/// Past the budget, `time.sleep` raises; pending `asyncio.sleep`s end early.
-pub const MAX_TOTAL_SLEEP: Duration = Duration::from_secs(10);
+/// the Wasm stacks: overflowing them ends the run instead of raising.
+/// Measured with `tests/e2e/python_depth.rs` under wasmtime 48, the worst work
+/// found at this depth (`==` of dicts nested 1,000 deep) needs between 1 and
+/// 1.5 MiB of linear-memory stack (the guest links 4 MiB, see `build.rs`) and
+/// between 512 KiB and 1 MiB of `max_wasm_stack` (the sidecar allows 4 MiB).
+pub const MAX_RECURSION_DEPTH: usize = 1000;
 
 /// Runs `doc`'s script to its outcome. `call_batch` sends tool calls to the
 /// host and returns one result per call, in order; `printer` receives the
 /// script's output and is flushed before every batch and at the end.
-pub fn run<W: Write>(
+pub fn run<O: Write, E: Write>(
     doc: &StartDoc,
     call_batch: impl FnMut(Vec<CallRequest>) -> Vec<CallResult>,
-    printer: &mut Printer<W>,
+    printer: &mut Printer<O, E>,
 ) -> Outcome {
-    run_with_sleep_budget(doc, call_batch, printer, MAX_TOTAL_SLEEP)
+    run_with_sleep_budget(doc, call_batch, printer, SleepBudget::default())
 }
 
-fn run_with_sleep_budget<W: Write>(
+fn run_with_sleep_budget<O: Write, E: Write>(
     doc: &StartDoc,
     call_batch: impl FnMut(Vec<CallRequest>) -> Vec<CallResult>,
-    printer: &mut Printer<W>,
-    sleep_left: Duration,
+    printer: &mut Printer<O, E>,
+    sleep: SleepBudget,
 ) -> Outcome {
     let bindings = Bindings::new(&doc.tools);
     let compiled = MontyRun::new(doc.source.clone(), SCRIPT_NAME, bindings.input_names(), CompileOptions::default());
     let program = match compiled {
-        Ok(program) => program,
+        // Sleeps come to us uncapped, so the budget sees what was asked for.
+        Ok(program) => program.with_os_policy(OsPolicy { sleep: SleepMode::CallHost, ..OsPolicy::default() }),
         Err(exception) => return Outcome::Err(syntax_error(&exception)),
     };
     // Time and memory are the host's to enforce (fuel/epochs, the store's
@@ -73,12 +70,14 @@ fn run_with_sleep_budget<W: Write>(
     let limits = ResourceLimits::default().max_recursion_depth(MAX_RECURSION_DEPTH);
     let inputs = bindings.input_values(&doc.input);
     let mut session = Session {
+        source: &doc.source,
         bindings,
         printer,
         call_batch,
         pending_calls: BTreeMap::new(),
         pending_sleeps: BTreeMap::new(),
-        sleep_left,
+        sleep,
+        limit: None,
     };
     let started = program.start(inputs, ResourceTracker::new(limits), session.print());
     let outcome = session.drive(started);
@@ -87,22 +86,27 @@ fn run_with_sleep_budget<W: Write>(
 }
 
 /// The state of a run between suspensions.
-struct Session<'p, W: Write, F> {
+struct Session<'p, O: Write, E: Write, F> {
+    /// The script, for repairing tracebacks.
+    source: &'p str,
     bindings: Bindings,
-    printer: &'p mut Printer<W>,
+    printer: &'p mut Printer<O, E>,
     call_batch: F,
     /// `call_async` calls not yet sent, by monty call id: they go out together
     /// at the next `ResolveFutures`, which is what makes a gather one batch.
     pending_calls: BTreeMap<u32, CallRequest>,
     /// `asyncio.sleep` awaitables not yet resolved, and when they are due.
     pending_sleeps: BTreeMap<u32, Instant>,
-    /// What is left of [`MAX_TOTAL_SLEEP`].
-    sleep_left: Duration,
+    /// What is left of the run's sleep budget.
+    sleep: SleepBudget,
+    /// The limit the run passed, once it has: the uncatchable exception that
+    /// ends the run carries the traceback, this the error to report.
+    limit: Option<ScriptError>,
 }
 
 type Step = Result<RunProgress, MontyException>;
 
-impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> {
+impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, O, E, F> {
     fn print(&mut self) -> PrintWriter<'_> {
         PrintWriter::Callback(&mut *self.printer)
     }
@@ -110,7 +114,13 @@ impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> 
     fn drive(&mut self, mut step: Step) -> Outcome {
         loop {
             step = match step {
-                Err(exception) => return Outcome::Err(runtime_error(&exception)),
+                Err(exception) => {
+                    let exception = traceback::repair(&exception, self.source);
+                    return Outcome::Err(match self.limit.take() {
+                        Some(limit) => limit_error(limit, &exception),
+                        None => runtime_error(&exception),
+                    });
+                }
                 Ok(RunProgress::Complete(result)) => return outcome_of(&result),
                 Ok(RunProgress::FunctionCall(call)) => self.function_call(call),
                 Ok(RunProgress::OsCall(call)) => self.os_call(call),
@@ -161,21 +171,14 @@ impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> 
     fn os_call(&mut self, call: OsCall) -> Step {
         match sandbox::answer(&call.function_call) {
             OsAnswer::Refuse(exception) => call.resume(exception, self.print()),
-            OsAnswer::Sleep(_) | OsAnswer::AsyncSleep(_) if self.sleep_left.is_zero() => {
-                let message = format!(
-                    "this script has slept its `{}` s in total; a sleeping script holds an execution slot, so wait on tools instead",
-                    MAX_TOTAL_SLEEP.as_secs()
-                );
-                call.resume(MontyException::new(ExcType::RuntimeError, Some(message)), self.print())
-            }
-            OsAnswer::Sleep(duration) => {
-                self.sleep(duration);
-                call.resume(MontyObject::none(), self.print())
-            }
-            OsAnswer::AsyncSleep(duration) if call.allow_eager_await => {
-                self.sleep(duration);
-                call.resume_eager(Ok(MontyObject::none()), self.print())
-            }
+            OsAnswer::Sleep(duration) => match self.sleep(duration) {
+                Ok(()) => call.resume(MontyObject::none(), self.print()),
+                Err(carrier) => call.abort(carrier, self.print()),
+            },
+            OsAnswer::AsyncSleep(duration) if call.allow_eager_await => match self.sleep(duration) {
+                Ok(()) => call.resume_eager(Ok(MontyObject::none()), self.print()),
+                Err(carrier) => call.abort(carrier, self.print()),
+            },
             OsAnswer::AsyncSleep(duration) => {
                 let now = Instant::now();
                 self.pending_sleeps.insert(call.call_id, now.checked_add(duration).unwrap_or(now));
@@ -211,8 +214,10 @@ impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> 
             resolved.extend(ids.into_iter().zip(results).map(|(id, result)| (id, result.into())));
         } else if resolved.is_empty() {
             let earliest = waiting.iter().filter_map(|id| self.pending_sleeps.get(id)).min().copied();
-            if let Some(due) = earliest {
-                self.sleep(due.saturating_duration_since(Instant::now()));
+            if let Some(due) = earliest
+                && let Err(carrier) = self.sleep(due.saturating_duration_since(Instant::now()))
+            {
+                return state.abort(carrier, self.print());
             }
         }
         let now = Instant::now();
@@ -245,13 +250,16 @@ impl<W: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, W, F> 
         results.iter().map(call_result_to_object).collect()
     }
 
-    fn sleep(&mut self, duration: Duration) {
+    /// Sleeps out of the budget, output first. Past the budget it sleeps
+    /// not at all: it records the limit and returns the exception that ends
+    /// the run (uncatchable, through `abort`) at the sleep's call site.
+    fn sleep(&mut self, duration: Duration) -> Result<(), MontyException> {
         self.printer.flush();
-        let duration = duration.min(self.sleep_left);
-        self.sleep_left -= duration;
-        if !duration.is_zero() {
-            thread::sleep(duration);
-        }
+        self.sleep.sleep(duration).map_err(|limit| {
+            let carrier = MontyException::new(ExcType::RuntimeError, Some(limit.to_string()));
+            self.limit = Some(limit.into());
+            carrier
+        })
     }
 }
 
@@ -263,331 +271,15 @@ fn missing_result() -> Failure {
 fn outcome_of(result: &MontyObject) -> Outcome {
     match to_json(result.as_ref()) {
         Ok(value) => Outcome::Ok(value),
+        // The exception `json.dumps(result)` would raise.
         Err(error) => Outcome::Err(ScriptError {
-            kind: RUNTIME_ERROR.to_owned(),
+            kind: RunErrorKind::RuntimeError.as_str().to_owned(),
             message: format!("the script's result is not JSON-serializable: {error}"),
-            exception_type: "TypeError".to_owned(),
+            exception_type: error.exc_type().to_string(),
             ..ScriptError::default()
         }),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::{cell::RefCell, io, rc::Rc};
-
-    use serde_json::{Value, json};
-    use tether_guest::ToolSpec;
-
-    use super::*;
-
-    /// A writer whose bytes the fake host can read while the printer owns it.
-    #[derive(Clone, Default)]
-    struct Shared(Rc<RefCell<Vec<u8>>>);
-
-    impl Shared {
-        fn text(&self) -> String {
-            String::from_utf8_lossy(&self.0.borrow()).into_owned()
-        }
-    }
-
-    impl Write for Shared {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            self.0.borrow_mut().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    /// What a fake host saw of one run.
-    struct Run {
-        outcome: Outcome,
-        /// Every batch, in order.
-        batches: Vec<Vec<CallRequest>>,
-        /// The script's output as the host saw it when each batch arrived.
-        output_at_batch: Vec<String>,
-        output: String,
-    }
-
-    /// Runs `source` against a host whose tools echo their call, except
-    /// `fail`, which fails with `denied`.
-    fn run_with(source: &str, tools: &[&str], input: Value) -> Run {
-        let doc = StartDoc {
-            abi: 1,
-            language: "python".into(),
-            source: source.into(),
-            input,
-            tools: tools
-                .iter()
-                .map(|name| ToolSpec { name: (*name).into(), description: String::new(), input_schema: json!({}) })
-                .collect(),
-        };
-        let out = Shared::default();
-        let mut printer = Printer::new(out.clone());
-        let mut batches = Vec::new();
-        let mut output_at_batch = Vec::new();
-        let outcome = run(
-            &doc,
-            |calls: Vec<CallRequest>| {
-                output_at_batch.push(out.text());
-                let results = calls
-                    .iter()
-                    .map(|call| match call.name.as_str() {
-                        "fail" => CallResult::Err(Failure { code: "denied".into(), message: "no".into() }),
-                        name => CallResult::Ok(json!({"tool": name, "args": call.args})),
-                    })
-                    .collect();
-                batches.push(calls);
-                results
-            },
-            &mut printer,
-        );
-        Run { outcome, batches, output_at_batch, output: out.text() }
-    }
-
-    fn run_script(source: &str) -> Run {
-        run_with(source, &[], Value::Null)
-    }
-
-    fn value(run: &Run) -> &Value {
-        match &run.outcome {
-            Outcome::Ok(value) => value,
-            Outcome::Err(error) => panic!("the script failed: {error:?}"),
-        }
-    }
-
-    fn failure(run: &Run) -> ScriptError {
-        match &run.outcome {
-            Outcome::Err(error) => error.clone(),
-            Outcome::Ok(value) => panic!("the script succeeded with {value}"),
-        }
-    }
-
-    fn request(name: &str, args: Value) -> CallRequest {
-        CallRequest { name: name.into(), args }
-    }
-
-    #[test]
-    fn the_result_is_the_last_expression() {
-        assert_eq!(value(&run_script("x = 20\nx * 2 + 2")), &json!(42));
-        assert_eq!(value(&run_script("x = 1")), &Value::Null);
-    }
-
-    #[test]
-    fn call_sends_one_call_and_returns_a_result_dict() {
-        let run = run_script("r = call('get', {'id': 1}, extra=[2, 3])\nr");
-        assert_eq!(run.batches, [vec![request("get", json!({"id": 1, "extra": [2, 3]}))]]);
-        assert_eq!(
-            value(&run),
-            &json!({"ok": true, "value": {"tool": "get", "args": {"id": 1, "extra": [2, 3]}}, "error": null})
-        );
-    }
-
-    #[test]
-    fn failures_are_values() {
-        let run = run_script("r = call('fail')\n[r['ok'], r['value'], r['error']]");
-        assert_eq!(value(&run), &json!([false, null, {"code": "denied", "message": "no"}]));
-    }
-
-    #[test]
-    fn tools_get_functions() {
-        let run = run_with("unwrap(get_contract(id=7))['args']", &["get_contract", "print"], Value::Null);
-        assert_eq!(run.batches, [vec![request("get_contract", json!({"id": 7}))]]);
-        assert_eq!(value(&run), &json!({"id": 7}));
-        // `print` shadows nothing: it is still the builtin.
-        let run = run_with("print('hi')\nget_contract({'id': 1})['ok']", &["get_contract", "print"], Value::Null);
-        assert_eq!((value(&run), run.output.as_str()), (&json!(true), "hi\n"));
-    }
-
-    #[test]
-    fn positional_tool_arguments_are_a_clear_type_error() {
-        let run = run_with("get_contract(7)", &["get_contract"], Value::Null);
-        let error = &failure(&run);
-        assert_eq!((error.exception_type.as_str(), error.line), ("TypeError", 1));
-        assert!(error.message.contains("keyword arguments only"), "{}", error.message);
-        assert!(run.batches.is_empty());
-    }
-
-    #[test]
-    fn gather_sends_one_batch() {
-        let source = "
-import asyncio
-
-async def main():
-    return await asyncio.gather(call_async('a', n=1), call_async('b'), call_async('c', {'x': True}))
-
-results = await main()
-[unwrap(r)['tool'] for r in results]
-";
-        let run = run_script(source);
-        assert_eq!(
-            run.batches,
-            [vec![request("a", json!({"n": 1})), request("b", json!({})), request("c", json!({"x": true}))]]
-        );
-        assert_eq!(value(&run), &json!(["a", "b", "c"]));
-    }
-
-    #[test]
-    fn top_level_gather_sends_one_batch() {
-        let run =
-            run_script("import asyncio\nrs = await asyncio.gather(*[call_async('t', i=i) for i in range(5)])\nlen(rs)");
-        assert_eq!(run.batches.len(), 1);
-        assert_eq!(run.batches[0].len(), 5);
-        assert_eq!(value(&run), &json!(5));
-    }
-
-    #[test]
-    fn awaiting_one_call_sends_it_alone() {
-        let run = run_script(
-            "a = await call_async('a')\nb = await call_async('b')\n[a['value']['tool'], b['value']['tool']]",
-        );
-        assert_eq!(run.batches, [vec![request("a", json!({}))], vec![request("b", json!({}))]]);
-        assert_eq!(value(&run), &json!(["a", "b"]));
-    }
-
-    #[test]
-    fn unwrap_raises_on_failure() {
-        let run = run_script("x = unwrap(call('ok'))['tool']\ny = unwrap(call('fail'))\n");
-        let error = &failure(&run);
-        assert_eq!(error.kind, RUNTIME_ERROR);
-        assert_eq!(error.exception_type, "RuntimeError");
-        assert_eq!(error.message, "tool call failed: denied: no");
-        assert_eq!(error.line, 2);
-        let caught = run_script("try:\n    unwrap(call('fail'))\nexcept RuntimeError as e:\n    r = str(e)\nr");
-        assert_eq!(value(&caught), &json!("tool call failed: denied: no"));
-    }
-
-    #[test]
-    fn input_is_a_global() {
-        let run = run_with("input['n'] * 3", &[], json!({"n": 2}));
-        assert_eq!(value(&run), &json!(6));
-    }
-
-    #[test]
-    fn output_reaches_the_host_before_each_batch() {
-        let run = run_script("print('before', 1)\ncall('a')\nprint('after')\ncall('b')\nprint('end')");
-        assert_eq!(run.output_at_batch, ["before 1\n", "before 1\nafter\n"]);
-        assert_eq!(run.output, "before 1\nafter\nend\n");
-    }
-
-    #[test]
-    fn output_survives_an_error() {
-        let run = run_script("print('partial')\n1 / 0");
-        assert_eq!(run.output, "partial\n");
-        assert_eq!(failure(&run).exception_type, "ZeroDivisionError");
-    }
-
-    #[test]
-    fn syntax_errors_carry_the_line() {
-        let run = run_script("x = 1\ny = (\nz = 3\n");
-        let error = &failure(&run);
-        assert_eq!((error.kind.as_str(), error.exception_type.as_str()), ("syntax_error", "SyntaxError"));
-        assert!(error.line >= 2, "{error:?}");
-        assert!(!error.traceback.is_empty());
-    }
-
-    #[test]
-    fn runtime_errors_carry_line_and_traceback() {
-        let run = run_script("def f(x):\n    return x / 0\n\nf(1)\n");
-        let error = &failure(&run);
-        assert_eq!(error.kind, "runtime_error");
-        assert_eq!(error.exception_type, "ZeroDivisionError");
-        assert_eq!(error.line, 2);
-        assert!(error.traceback.starts_with("Traceback (most recent call last):"), "{}", error.traceback);
-        assert!(error.traceback.contains("line 4") && error.traceback.contains("in f"), "{}", error.traceback);
-        assert!(error.traceback.ends_with(&format!("ZeroDivisionError: {}", error.message)), "{}", error.traceback);
-    }
-
-    #[test]
-    fn unknown_modules_are_refused() {
-        let run = run_script("import json\nimport requests\n");
-        let error = &failure(&run);
-        assert_eq!((error.exception_type.as_str(), error.line), ("ModuleNotFoundError", 2));
-        assert!(error.message.contains("every effect goes through a tool call"), "{}", error.message);
-    }
-
-    #[test]
-    fn files_are_refused() {
-        let run = run_script("f = open('data.txt')");
-        let error = &failure(&run);
-        assert_eq!(error.exception_type, "PermissionError");
-        assert!(error.message.starts_with("file access is not available"), "{}", error.message);
-        let run = run_script("from pathlib import Path\nPath('/etc/passwd').read_text()");
-        assert_eq!(failure(&run).exception_type, "PermissionError");
-    }
-
-    #[test]
-    fn the_environment_is_refused() {
-        let run = run_script("import os\nos.environ['HOME']");
-        assert_eq!(failure(&run).exception_type, "PermissionError");
-        let run = run_script("import os\ntry:\n    os.getenv('HOME')\nexcept PermissionError as e:\n    r = str(e)\nr");
-        assert!(value(&run).as_str().unwrap_or_default().starts_with("environment access is not available"));
-    }
-
-    #[test]
-    fn unknown_names_are_name_errors() {
-        let error = &failure(&run_script("x = 1\nundefined_thing + x"));
-        assert_eq!((error.exception_type.as_str(), error.line), ("NameError", 2));
-    }
-
-    #[test]
-    fn deep_recursion_is_a_recursion_error() {
-        let error = &failure(&run_script("def f(n):\n    return f(n + 1)\nf(0)"));
-        assert_eq!(error.exception_type, "RecursionError");
-    }
-
-    #[test]
-    fn non_json_arguments_are_a_type_error() {
-        let run = run_script("try:\n    call('a', f=print)\nexcept TypeError as e:\n    r = str(e)\nr");
-        let message = value(&run).as_str().unwrap_or_default().to_owned();
-        assert!(message.starts_with("argument is not JSON-serializable"), "{message}");
-        assert!(run.batches.is_empty());
-    }
-
-    #[test]
-    fn a_non_json_result_is_an_error() {
-        let error = &failure(&run_script("{1, 2}"));
-        assert_eq!((error.kind.as_str(), error.exception_type.as_str()), ("runtime_error", "TypeError"));
-        assert!(error.message.starts_with("the script's result is not JSON-serializable"), "{}", error.message);
-    }
-
-    #[test]
-    fn sleeping_past_the_total_budget_raises() {
-        let doc = StartDoc {
-            abi: tether_guest::ABI_VERSION,
-            language: "python".into(),
-            source: "import time\ntime.sleep(0.03)\ntime.sleep(0.03)\ntime.sleep(0.03)\n".into(),
-            input: Value::Null,
-            tools: Vec::new(),
-        };
-        let mut printer = Printer::new(Vec::new());
-        let outcome = run_with_sleep_budget(&doc, |_| Vec::new(), &mut printer, Duration::from_millis(50));
-        match outcome {
-            Outcome::Err(error) => {
-                assert_eq!((error.exception_type.as_str(), error.line), ("RuntimeError", 4), "{error:?}");
-                assert!(error.message.contains("slept"), "{error:?}");
-            }
-            Outcome::Ok(value) => panic!("sleeping past the budget completed with {value}"),
-        }
-    }
-
-    #[test]
-    fn sleeps_wait_and_mix_with_calls() {
-        let started = Instant::now();
-        let source = "
-import asyncio, time
-time.sleep(0.01)
-async def later():
-    await asyncio.sleep(0.02)
-    return await call_async('after_sleep')
-r = await asyncio.gather(later(), call_async('now'), asyncio.sleep(0.01))
-[r[0]['value']['tool'], r[1]['value']['tool'], r[2]]
-";
-        let run = run_script(source);
-        assert_eq!(value(&run), &json!(["after_sleep", "now", null]));
-        assert_eq!(run.batches, [vec![request("now", json!({}))], vec![request("after_sleep", json!({}))]]);
-        assert!(started.elapsed() >= Duration::from_millis(30));
-    }
-}
+mod tests;

@@ -1,7 +1,8 @@
 //! What the script gets when it reaches for the operating system: files,
 //! the environment, modules monty does not ship. In Tether every effect goes
 //! through a tool call, so these are refused with a Python exception that
-//! says so. Sleeps are the one OS call honoured.
+//! says so. Sleeps are the one OS call honoured, within the run's budget
+//! (`crate::sleep`).
 
 use std::time::Duration;
 
@@ -9,10 +10,6 @@ use monty_types::{ExcType, MontyException, OsFunctionCall};
 
 /// Why the OS is closed, appended to every refusal.
 const EFFECTS_GO_THROUGH_TOOLS: &str = "every effect goes through a tool call";
-
-/// monty's longest system sleep, applied again here in case a call arrives
-/// uncapped (the host's wall-clock deadline bounds the total anyway).
-const MAX_SLEEP: Duration = Duration::from_secs(10);
 
 /// How the runner answers one OS call.
 #[derive(Debug)]
@@ -29,8 +26,9 @@ pub enum OsAnswer {
 pub fn answer(call: &OsFunctionCall) -> OsAnswer {
     use OsFunctionCall as Os;
     match call {
-        Os::Sleep(duration) | Os::SystemSleep(duration) => OsAnswer::Sleep((*duration).min(MAX_SLEEP)),
-        Os::AsyncSleep(duration) | Os::AsyncSystemSleep(duration) => OsAnswer::AsyncSleep((*duration).min(MAX_SLEEP)),
+        // Uncapped: the run's sleep budget (`crate::sleep`) judges the whole request.
+        Os::Sleep(duration) | Os::SystemSleep(duration) => OsAnswer::Sleep(*duration),
+        Os::AsyncSleep(duration) | Os::AsyncSystemSleep(duration) => OsAnswer::AsyncSleep(*duration),
         Os::Import(module) => OsAnswer::Refuse(module_not_found(module)),
         Os::Getenv(_) | Os::GetEnviron => OsAnswer::Refuse(MontyException::new(
             ExcType::PermissionError,
@@ -95,8 +93,9 @@ mod tests {
     }
 
     #[test]
-    fn sleeps_are_capped() {
-        let answer = answer(&OsFunctionCall::SystemSleep(Duration::from_secs(3600)));
-        assert!(matches!(answer, OsAnswer::Sleep(duration) if duration == MAX_SLEEP));
+    fn sleeps_are_passed_on_uncapped() {
+        let hour = Duration::from_secs(3600);
+        assert!(matches!(answer(&OsFunctionCall::Sleep(hour)), OsAnswer::Sleep(duration) if duration == hour));
+        assert!(matches!(answer(&OsFunctionCall::AsyncSleep(hour)), OsAnswer::AsyncSleep(duration) if duration == hour));
     }
 }

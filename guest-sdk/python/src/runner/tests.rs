@@ -1,0 +1,413 @@
+//! The run loop against a fake host: calls, batches, output, errors, sleeps.
+
+use std::{cell::RefCell, io, rc::Rc};
+
+use serde_json::{Value, json};
+use tether_guest::ToolSpec;
+
+use super::*;
+use crate::sleep::SLEEP_LIMIT_NAME;
+
+const SLEEP_LIMIT: &str = "sleep_limit";
+
+/// A writer whose bytes the fake host can read while the printer owns it.
+#[derive(Clone, Default)]
+struct Shared(Rc<RefCell<Vec<u8>>>);
+
+impl Shared {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.borrow()).into_owned()
+    }
+}
+
+impl Write for Shared {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What a fake host saw of one run.
+struct Run {
+    outcome: Outcome,
+    /// Every batch, in order.
+    batches: Vec<Vec<CallRequest>>,
+    /// The script's output as the host saw it when each batch arrived.
+    output_at_batch: Vec<String>,
+    output: String,
+    /// What the script wrote to stderr.
+    errors: String,
+}
+
+/// Runs `source` against a host whose tools echo their call, except
+/// `fail`, which fails with `denied`.
+fn run_with(source: &str, tools: &[&str], input: Value) -> Run {
+    run_doc(start_doc(source, tools, input), SleepBudget::default())
+}
+
+fn start_doc(source: &str, tools: &[&str], input: Value) -> StartDoc {
+    StartDoc {
+        abi: 1,
+        language: "python".into(),
+        source: source.into(),
+        input,
+        tools: tools
+            .iter()
+            .map(|name| ToolSpec { name: (*name).into(), description: String::new(), input_schema: json!({}) })
+            .collect(),
+    }
+}
+
+fn run_doc(doc: StartDoc, sleep: SleepBudget) -> Run {
+    let (out, err) = (Shared::default(), Shared::default());
+    let mut printer = Printer::new(out.clone(), err.clone());
+    let mut batches = Vec::new();
+    let mut output_at_batch = Vec::new();
+    let outcome = run_with_sleep_budget(
+        &doc,
+        |calls: Vec<CallRequest>| {
+            output_at_batch.push(out.text());
+            let results = calls
+                .iter()
+                .map(|call| match call.name.as_str() {
+                    "fail" => CallResult::Err(Failure { code: "denied".into(), message: "no".into() }),
+                    name => CallResult::Ok(json!({"tool": name, "args": call.args})),
+                })
+                .collect();
+            batches.push(calls);
+            results
+        },
+        &mut printer,
+        sleep,
+    );
+    Run { outcome, batches, output_at_batch, output: out.text(), errors: err.text() }
+}
+
+fn run_script(source: &str) -> Run {
+    run_with(source, &[], Value::Null)
+}
+
+fn value(run: &Run) -> &Value {
+    match &run.outcome {
+        Outcome::Ok(value) => value,
+        Outcome::Err(error) => panic!("the script failed: {error:?}"),
+    }
+}
+
+fn failure(run: &Run) -> ScriptError {
+    match &run.outcome {
+        Outcome::Err(error) => error.clone(),
+        Outcome::Ok(value) => panic!("the script succeeded with {value}"),
+    }
+}
+
+fn request(name: &str, args: Value) -> CallRequest {
+    CallRequest { name: name.into(), args }
+}
+
+#[test]
+fn the_result_is_the_last_expression() {
+    assert_eq!(value(&run_script("x = 20\nx * 2 + 2")), &json!(42));
+    assert_eq!(value(&run_script("x = 1")), &Value::Null);
+}
+
+#[test]
+fn call_sends_one_call_and_returns_a_result_dict() {
+    let run = run_script("r = call('get', {'id': 1}, extra=[2, 3])\nr");
+    assert_eq!(run.batches, [vec![request("get", json!({"id": 1, "extra": [2, 3]}))]]);
+    assert_eq!(
+        value(&run),
+        &json!({"ok": true, "value": {"tool": "get", "args": {"id": 1, "extra": [2, 3]}}, "error": null})
+    );
+}
+
+#[test]
+fn failures_are_values() {
+    let run = run_script("r = call('fail')\n[r['ok'], r['value'], r['error']]");
+    assert_eq!(value(&run), &json!([false, null, {"code": "denied", "message": "no"}]));
+}
+
+#[test]
+fn tools_get_functions() {
+    let run = run_with("unwrap(get_contract(id=7))['args']", &["get_contract", "print"], Value::Null);
+    assert_eq!(run.batches, [vec![request("get_contract", json!({"id": 7}))]]);
+    assert_eq!(value(&run), &json!({"id": 7}));
+    // `print` shadows nothing: it is still the builtin.
+    let run = run_with("print('hi')\nget_contract({'id': 1})['ok']", &["get_contract", "print"], Value::Null);
+    assert_eq!((value(&run), run.output.as_str()), (&json!(true), "hi\n"));
+}
+
+#[test]
+fn positional_tool_arguments_are_a_clear_type_error() {
+    let run = run_with("get_contract(7)", &["get_contract"], Value::Null);
+    let error = &failure(&run);
+    assert_eq!((error.exception_type.as_str(), error.line), ("TypeError", 1));
+    assert!(error.message.contains("keyword arguments only"), "{}", error.message);
+    assert!(run.batches.is_empty());
+}
+
+#[test]
+fn gather_sends_one_batch() {
+    let source = "
+import asyncio
+
+async def main():
+    return await asyncio.gather(call_async('a', n=1), call_async('b'), call_async('c', {'x': True}))
+
+results = await main()
+[unwrap(r)['tool'] for r in results]
+";
+    let run = run_script(source);
+    assert_eq!(
+        run.batches,
+        [vec![request("a", json!({"n": 1})), request("b", json!({})), request("c", json!({"x": true}))]]
+    );
+    assert_eq!(value(&run), &json!(["a", "b", "c"]));
+}
+
+#[test]
+fn top_level_gather_sends_one_batch() {
+    let run =
+        run_script("import asyncio\nrs = await asyncio.gather(*[call_async('t', i=i) for i in range(5)])\nlen(rs)");
+    assert_eq!(run.batches.len(), 1);
+    assert_eq!(run.batches[0].len(), 5);
+    assert_eq!(value(&run), &json!(5));
+}
+
+#[test]
+fn awaiting_one_call_sends_it_alone() {
+    let run = run_script(
+        "a = await call_async('a')\nb = await call_async('b')\n[a['value']['tool'], b['value']['tool']]",
+    );
+    assert_eq!(run.batches, [vec![request("a", json!({}))], vec![request("b", json!({}))]]);
+    assert_eq!(value(&run), &json!(["a", "b"]));
+}
+
+#[test]
+fn unwrap_raises_on_failure() {
+    let run = run_script("x = unwrap(call('ok'))['tool']\ny = unwrap(call('fail'))\n");
+    let error = &failure(&run);
+    assert_eq!(error.kind, "runtime_error");
+    assert_eq!(error.exception_type, "RuntimeError");
+    assert_eq!(error.message, "tool call failed: denied: no");
+    assert_eq!(error.line, 2);
+    let caught = run_script("try:\n    unwrap(call('fail'))\nexcept RuntimeError as e:\n    r = str(e)\nr");
+    assert_eq!(value(&caught), &json!("tool call failed: denied: no"));
+}
+
+#[test]
+fn input_is_a_global() {
+    let run = run_with("input['n'] * 3", &[], json!({"n": 2}));
+    assert_eq!(value(&run), &json!(6));
+}
+
+#[test]
+fn output_reaches_the_host_before_each_batch() {
+    let run = run_script("print('before', 1)\ncall('a')\nprint('after')\ncall('b')\nprint('end')");
+    assert_eq!(run.output_at_batch, ["before 1\n", "before 1\nafter\n"]);
+    assert_eq!(run.output, "before 1\nafter\nend\n");
+}
+
+#[test]
+fn output_survives_an_error() {
+    let run = run_script("print('partial')\n1 / 0");
+    assert_eq!(run.output, "partial\n");
+    assert_eq!(failure(&run).exception_type, "ZeroDivisionError");
+}
+
+#[test]
+fn syntax_errors_carry_the_line() {
+    let run = run_script("x = 1\ny = (\nz = 3\n");
+    let error = &failure(&run);
+    assert_eq!((error.kind.as_str(), error.exception_type.as_str()), ("syntax_error", "SyntaxError"));
+    assert!(error.line >= 2, "{error:?}");
+    assert!(!error.traceback.is_empty());
+}
+
+#[test]
+fn runtime_errors_carry_line_and_traceback() {
+    let run = run_script("def f(x):\n    return x / 0\n\nf(1)\n");
+    let error = &failure(&run);
+    assert_eq!(error.kind, "runtime_error");
+    assert_eq!(error.exception_type, "ZeroDivisionError");
+    assert_eq!(error.line, 2);
+    assert!(error.traceback.starts_with("Traceback (most recent call last):"), "{}", error.traceback);
+    assert!(error.traceback.contains("line 4") && error.traceback.contains("in f"), "{}", error.traceback);
+    assert!(error.traceback.ends_with(&format!("ZeroDivisionError: {}", error.message)), "{}", error.traceback);
+}
+
+#[test]
+fn unknown_modules_are_refused() {
+    let run = run_script("import json\nimport requests\n");
+    let error = &failure(&run);
+    assert_eq!((error.exception_type.as_str(), error.line), ("ModuleNotFoundError", 2));
+    assert!(error.message.contains("every effect goes through a tool call"), "{}", error.message);
+}
+
+#[test]
+fn files_are_refused() {
+    let run = run_script("f = open('data.txt')");
+    let error = &failure(&run);
+    assert_eq!(error.exception_type, "PermissionError");
+    assert!(error.message.starts_with("file access is not available"), "{}", error.message);
+    let run = run_script("from pathlib import Path\nPath('/etc/passwd').read_text()");
+    assert_eq!(failure(&run).exception_type, "PermissionError");
+}
+
+#[test]
+fn the_environment_is_refused() {
+    let run = run_script("import os\nos.environ['HOME']");
+    assert_eq!(failure(&run).exception_type, "PermissionError");
+    let run = run_script("import os\ntry:\n    os.getenv('HOME')\nexcept PermissionError as e:\n    r = str(e)\nr");
+    assert!(value(&run).as_str().unwrap_or_default().starts_with("environment access is not available"));
+}
+
+#[test]
+fn unknown_names_are_name_errors() {
+    let error = &failure(&run_script("x = 1\nundefined_thing + x"));
+    assert_eq!((error.exception_type.as_str(), error.line), ("NameError", 2));
+}
+
+#[test]
+fn a_name_error_points_at_the_name() {
+    let error = failure(&run_script("def f():\n    return snap(1) + 1\nf()\n"));
+    assert_eq!((error.exception_type.as_str(), error.line), ("NameError", 2), "{error:?}");
+    assert!(error.traceback.contains("    return snap(1) + 1\n           ~~~~\n"), "{}", error.traceback);
+}
+
+#[test]
+fn a_bare_raise_without_an_exception_names_the_script() {
+    let error = failure(&run_script("def f():\n    raise\nf()\n"));
+    assert_eq!((error.exception_type.as_str(), error.line), ("RuntimeError", 2), "{error:?}");
+    assert!(!error.traceback.contains('\0'), "{:?}", error.traceback);
+    assert!(error.traceback.contains("File \"main.py\", line 2, in f\n    raise\n"), "{}", error.traceback);
+}
+
+#[test]
+fn deep_recursion_is_a_recursion_error() {
+    let error = &failure(&run_script("def f(n):\n    return f(n + 1)\nf(0)"));
+    assert_eq!(error.exception_type, "RecursionError");
+}
+
+#[test]
+fn non_json_arguments_are_a_type_error() {
+    let run = run_script("try:\n    call('a', f=print)\nexcept TypeError as e:\n    r = str(e)\nr");
+    let message = value(&run).as_str().unwrap_or_default().to_owned();
+    assert!(message.starts_with("argument is not JSON-serializable"), "{message}");
+    assert!(run.batches.is_empty());
+}
+
+#[test]
+fn results_and_arguments_follow_json_dumps() {
+    let source = "r = call('a', {7: 'x', 2.5: 'y', True: 'z', None: 'n'}, t=(1, 2))\n{2024: 'year', 'args': r['value']['args']}";
+    let run = run_script(source);
+    let args = json!({"7": "x", "2.5": "y", "true": "z", "null": "n", "t": [1, 2]});
+    assert_eq!(run.batches, [vec![request("a", args.clone())]]);
+    assert_eq!(value(&run), &json!({"2024": "year", "args": args}));
+}
+
+#[test]
+fn values_json_dumps_refuses_are_refused_with_its_exception() {
+    let error = failure(&run_script("a = []\na.append(a)\na"));
+    assert_eq!(error.exception_type, "ValueError", "{error:?}");
+    assert!(error.message.ends_with("Circular reference detected"), "{error:?}");
+    let error = failure(&run_script("float('nan')"));
+    assert_eq!(error.exception_type, "ValueError", "{error:?}");
+    let error = failure(&run_script("b'x'"));
+    assert_eq!(error.exception_type, "TypeError", "{error:?}");
+    assert!(error.message.ends_with("Object of type bytes is not JSON serializable"), "{error:?}");
+    let run = run_script("try:\n    call('a', x=float('inf'))\nexcept ValueError as e:\n    r = str(e)\nr");
+    assert_eq!(value(&run), &json!("argument is not JSON-serializable: Out of range float values are not JSON compliant: inf"));
+    assert!(run.batches.is_empty());
+}
+
+#[test]
+fn a_non_json_result_is_an_error() {
+    let error = &failure(&run_script("{1, 2}"));
+    assert_eq!((error.kind.as_str(), error.exception_type.as_str()), ("runtime_error", "TypeError"));
+    assert!(error.message.starts_with("the script's result is not JSON-serializable"), "{}", error.message);
+}
+
+fn run_with_sleep(source: &str, budget: Duration) -> Run {
+    run_doc(start_doc(source, &[], Value::Null), SleepBudget::new(budget))
+}
+
+#[test]
+fn sleeps_within_the_budget_are_obeyed() {
+    let run = run_with_sleep("import time\ntime.sleep(0.02)\ntime.sleep(0.02)\n'done'", Duration::from_millis(50));
+    assert_eq!(value(&run), &json!("done"));
+}
+
+#[test]
+fn a_sleep_past_the_budget_ends_the_run_at_once() {
+    let started = Instant::now();
+    let source = "import time\nprint('before')\ntime.sleep(0.02)\ntry:\n    time.sleep(100000)\nexcept BaseException:\n    pass\nprint('after')\n";
+    let run = run_with_sleep(source, Duration::from_secs(10));
+    assert!(started.elapsed() < Duration::from_secs(1), "the limit must not sleep what is left first");
+    let error = failure(&run);
+    assert_eq!((error.kind.as_str(), error.limit.as_str()), (SLEEP_LIMIT, SLEEP_LIMIT_NAME), "{error:?}");
+    assert_eq!((error.exception_type.as_str(), error.line), ("", 5), "{error:?}");
+    assert!(error.message.contains("`10` s sleep budget"), "{error:?}");
+    assert!(error.traceback.contains("line 5") && error.traceback.ends_with(&error.message), "{error:?}");
+    // Not catchable: the script did not go on.
+    assert_eq!(run.output, "before\n");
+}
+
+#[test]
+fn sleeps_that_add_up_past_the_budget_end_the_run() {
+    let source = "import time\nfor _ in range(10):\n    time.sleep(0.02)\n";
+    let error = failure(&run_with_sleep(source, Duration::from_millis(50)));
+    assert_eq!((error.kind.as_str(), error.line), (SLEEP_LIMIT, 3), "{error:?}");
+}
+
+#[test]
+fn pending_async_sleeps_past_the_budget_end_the_run() {
+    let started = Instant::now();
+    let source = "import asyncio\nasync def nap(s):\n    await asyncio.sleep(s)\n    return s\nawait asyncio.gather(nap(0.01), nap(1000))\n";
+    let error = failure(&run_with_sleep(source, Duration::from_secs(1)));
+    assert!(started.elapsed() < Duration::from_millis(900), "the limit must not sleep what is left first");
+    assert_eq!((error.kind.as_str(), error.limit.as_str()), (SLEEP_LIMIT, SLEEP_LIMIT_NAME), "{error:?}");
+    // Within the budget, the same script completes.
+    let run = run_with_sleep(source.replace("1000", "0.02").as_str(), Duration::from_secs(1));
+    assert_eq!(value(&run), &json!([0.01, 0.02]));
+}
+
+#[test]
+fn an_awaited_sleep_past_the_budget_ends_the_run() {
+    let error = failure(&run_with_sleep("import asyncio\nawait asyncio.sleep(5)\n", Duration::from_secs(1)));
+    assert_eq!((error.kind.as_str(), error.line), (SLEEP_LIMIT, 2), "{error:?}");
+}
+
+#[test]
+fn print_to_stderr_reaches_stderr() {
+    let run = run_script("import sys\nprint('out')\nprint('err', 1, file=sys.stderr)\nprint('out2', file=sys.stdout)\n");
+    assert_eq!((run.output.as_str(), run.errors.as_str()), ("out\nout2\n", "err 1\n"));
+}
+
+#[test]
+fn stream_methods_are_an_error_that_says_what_to_use() {
+    let error = failure(&run_script("import sys\nsys.stderr.write('x')\n"));
+    assert_eq!((error.exception_type.as_str(), error.line), ("AttributeError", 2), "{error:?}");
+    assert!(error.message.contains("print(..., file=sys.stderr"), "{error:?}");
+}
+
+#[test]
+fn sleeps_wait_and_mix_with_calls() {
+    let started = Instant::now();
+    let source = "
+import asyncio, time
+time.sleep(0.01)
+async def later():
+    await asyncio.sleep(0.02)
+    return await call_async('after_sleep')
+r = await asyncio.gather(later(), call_async('now'), asyncio.sleep(0.01))
+[r[0]['value']['tool'], r[1]['value']['tool'], r[2]]
+";
+    let run = run_script(source);
+    assert_eq!(value(&run), &json!(["after_sleep", "now", null]));
+    assert_eq!(run.batches, [vec![request("now", json!({}))], vec![request("after_sleep", json!({}))]]);
+    assert!(started.elapsed() >= Duration::from_millis(30));
+}
