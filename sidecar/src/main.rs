@@ -70,7 +70,11 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    // Logs go to stderr; stdout carries only the `listening on …` lines.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let args = Args::parse();
     let cpu_time = Duration::try_from_secs_f64(args.cpu_seconds).context("--cpu-seconds must be a positive number")?;
     let config = SidecarConfig {
