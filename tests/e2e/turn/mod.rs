@@ -43,6 +43,15 @@ pub(super) struct Probe {
 }
 
 impl Probe {
+    pub(super) fn new() -> Arc<Probe> {
+        Arc::new(Probe {
+            world: DemoWorld::default(),
+            runs: Mutex::default(),
+            holding: AtomicU32::new(0),
+            gate: Semaphore::new(0),
+        })
+    }
+
     pub(super) fn runs(&self, tool: &str) -> u32 {
         self.runs.lock().unwrap().get(tool).copied().unwrap_or(0)
     }
@@ -109,12 +118,7 @@ pub(super) fn world(
     approver: PolicyApprover,
     configure: impl FnOnce(TurnBuilder) -> TurnBuilder,
 ) -> World {
-    let probe = Arc::new(Probe {
-        world: DemoWorld::default(),
-        runs: Mutex::default(),
-        holding: AtomicU32::new(0),
-        gate: Semaphore::new(0),
-    });
+    let probe = Probe::new();
     let events = Arc::new(EventLog::new());
     let approver = Arc::new(approver);
     let dir = tempfile::tempdir().unwrap();

@@ -13,12 +13,7 @@ use tether_sidecar::SidecarConfig;
 /// A turn whose `run_script` runs the example Rust guest, over tools that
 /// let a script meet every refusal.
 fn refusal_world(client: &SidecarClient, limits: pb::Limits, configure: impl FnOnce(TurnBuilder) -> TurnBuilder) -> World {
-    let probe = Arc::new(Probe {
-        world: DemoWorld::default(),
-        runs: Mutex::default(),
-        holding: AtomicU32::new(0),
-        gate: Semaphore::new(0),
-    });
+    let probe = Probe::new();
     let events = Arc::new(EventLog::new());
     let approver = Arc::new(PolicyApprover::deny_all());
     let dir = tempfile::tempdir().unwrap();
