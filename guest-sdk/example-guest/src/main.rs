@@ -13,8 +13,11 @@
 //! | `trap` | executes `unreachable` |
 //! | `fail MESSAGE` | ends with a script error |
 //! | `bad-pointer` / `bad-take` | breaks the ABI: a call with an out-of-bounds buffer / `take_response` with nothing staged |
+//! | `wall NAME` | probes a wall of the sandbox through WASI directly (`walls.rs`); its report is kept |
 //!
-//! The result is the list of every call result, in order.
+//! The result is the list of every call result and report, in order.
+
+mod walls;
 
 use serde_json::{Value, json};
 use tether_guest::{CallRequest, CallResult, Outcome, ScriptError};
@@ -69,6 +72,7 @@ fn run(script: &str) -> Result<Vec<Value>, String> {
                 // SAFETY: the buffer is valid; nothing is staged, which the host must refuse.
                 let _ = unsafe { raw::take_response(buffer.as_mut_ptr(), buffer.len() as u32) };
             }
+            "wall" => results.push(walls::probe(rest)?),
             other => return Err(format!("line {number}: unknown command `{other}`")),
         }
     }
