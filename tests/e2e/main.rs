@@ -12,4 +12,6 @@ mod protocol;
 mod rust_guest;
 mod scenario;
 mod script_errors;
+mod shared;
 mod turn;
+mod walls;
