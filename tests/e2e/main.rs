@@ -7,6 +7,7 @@ mod support;
 
 mod cancel_storm;
 mod disconnect;
+mod hostile;
 mod limits;
 mod protocol;
 mod rust_guest;

@@ -1,5 +1,5 @@
 //! One sidecar shared by every test that does not need a config of its own
-//! (the walls), so those tests cost a run each, not a
+//! (the walls and the hostile suite), so those tests cost a run each, not a
 //! sidecar start each. Limits are tightened per run through `Start.limits`.
 
 use crate::support::test_config;
@@ -11,12 +11,13 @@ use tether_sidecar::SidecarConfig;
 /// The shared sidecar's address, once it serves.
 static SHARED_URL: OnceLock<String> = OnceLock::new();
 
-/// The test config with room for the tests' runs to execute and wait side
-/// by side.
+/// The test config plus the hostile suite's hand-written guests, and room
+/// for the tests' runs to execute and wait side by side.
 fn shared_config() -> SidecarConfig {
     let mut config = test_config();
     config.slots = 4;
     config.max_waiting_runs = 64;
+    config.extra_runtimes.extend(crate::hostile::wat_guests::loadable());
     config
 }
 
