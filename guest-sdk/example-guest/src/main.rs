@@ -13,8 +13,19 @@
 //! | `trap` | executes `unreachable` |
 //! | `fail MESSAGE` | ends with a script error |
 //! | `bad-pointer` / `bad-take` | breaks the ABI: a call with an out-of-bounds buffer / `take_response` with nothing staged |
+//! | `oob-response` / `short-take` | makes a valid call, then takes the response into an out-of-bounds buffer / with the wrong length |
+//! | `raw-call TEXT` | sends TEXT verbatim as the call document; the response document is kept as a string |
+//! | `raw-call-nested N` | sends a call to `echo` whose arguments nest N levels deep |
+//! | `raw-call-invalid-utf8` | sends a call document that is not UTF-8 |
+//! | `big-args NAME BYTES` | calls NAME with `{"data": "xx…"}`, BYTES long |
+//! | `bad-finish` | reports an outcome that is not JSON, then returns |
+//! | `exit CODE` | exits with CODE without calling `finish` |
+//! | `panic TEXT` | panics with TEXT |
+//! | `wall NAME` | probes a wall of the sandbox through WASI directly (`walls.rs`); its report is kept |
 //!
-//! The result is the list of every call result, in order.
+//! The result is the list of every call result and report, in order.
+
+mod walls;
 
 use serde_json::{Value, json};
 use tether_guest::{CallRequest, CallResult, Outcome, ScriptError};
@@ -69,6 +80,41 @@ fn run(script: &str) -> Result<Vec<Value>, String> {
                 // SAFETY: the buffer is valid; nothing is staged, which the host must refuse.
                 let _ = unsafe { raw::take_response(buffer.as_mut_ptr(), buffer.len() as u32) };
             }
+            "oob-response" | "short-take" => {
+                let request = br#"{"calls":[{"name":"ping","args":{}}]}"#;
+                // SAFETY: `request` is valid for its length during the call.
+                let len = unsafe { raw::call(request.as_ptr() as u32, request.len() as u32) };
+                let mut buffer = vec![0u8; len as usize];
+                // SAFETY: deliberately wrong; the host must refuse it without writing.
+                let _ = unsafe {
+                    if command == "oob-response" {
+                        raw::take_response((u32::MAX - 8) as usize as *mut u8, len)
+                    } else {
+                        raw::take_response(buffer.as_mut_ptr(), len.saturating_sub(1))
+                    }
+                };
+            }
+            "raw-call" => results.push(raw_call(rest.as_bytes())),
+            "raw-call-nested" => {
+                let depth: usize = rest.parse().map_err(|_| format!("line {number}: bad depth"))?;
+                let args = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+                results.push(raw_call(format!(r#"{{"calls":[{{"name":"echo","args":{{"a":{args}}}}}]}}"#).as_bytes()));
+            }
+            "raw-call-invalid-utf8" => results.push(raw_call(b"{\"calls\":[{\"name\":\"ec\xff\xfeho\",\"args\":{}}]}")),
+            "big-args" => {
+                let (name, bytes) = rest.split_once(' ').ok_or("usage: big-args NAME BYTES")?;
+                let bytes: usize = bytes.parse().map_err(|_| format!("line {number}: bad size"))?;
+                results.push(to_json(tether_guest::call(name, json!({ "data": "x".repeat(bytes) }))));
+            }
+            "bad-finish" => {
+                let outcome = b"this is not an outcome";
+                // SAFETY: `outcome` is valid for its length during the call.
+                unsafe { raw::finish(outcome.as_ptr(), outcome.len() as u32) };
+                std::process::exit(0);
+            }
+            "exit" => std::process::exit(rest.parse().map_err(|_| format!("line {number}: bad exit code"))?),
+            "panic" => panic!("{rest}"),
+            "wall" => results.push(walls::probe(rest)?),
             other => return Err(format!("line {number}: unknown command `{other}`")),
         }
     }
@@ -81,7 +127,20 @@ mod raw {
     unsafe extern "C" {
         pub(crate) fn call(ptr: u32, len: u32) -> u32;
         pub(crate) fn take_response(ptr: *mut u8, len: u32) -> u32;
+        pub(crate) fn finish(ptr: *const u8, len: u32);
     }
+}
+
+/// Sends `document` as it is through `tether_v1.call` and returns the
+/// response document as a string.
+fn raw_call(document: &[u8]) -> Value {
+    // SAFETY: `document` is valid for its length during the call.
+    let len = unsafe { raw::call(document.as_ptr() as u32, document.len() as u32) };
+    let mut buffer = vec![0u8; len as usize];
+    // SAFETY: `buffer` is valid for `len` writes.
+    let written = unsafe { raw::take_response(buffer.as_mut_ptr(), len) };
+    buffer.truncate(written as usize);
+    json!(String::from_utf8_lossy(&buffer))
 }
 
 fn parse_call(text: &str) -> Result<CallRequest, String> {
