@@ -51,10 +51,15 @@ pub(crate) struct RunLink {
     pub(crate) output: CapturedOutput,
     /// The run's counters.
     pub(crate) stats: Arc<CallStats>,
-    /// Held while new output is taken AND sent, so output forwarded by the
-    /// periodic flush and by a batch of calls reaches the backend in order.
+    /// Held while new output is taken AND sent, so output forwarded between
+    /// epoch ticks and by a batch of calls reaches the backend in order.
     pub(crate) output_order: Arc<tokio::sync::Mutex<()>>,
+    /// When output was last sent.
+    last_output: Arc<std::sync::Mutex<Instant>>,
 }
+
+/// How often new output is sent while a script computes.
+pub(crate) const OUTPUT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl RunLink {
     /// A link over `outbound` keeping at most `output_bytes` of output.
@@ -65,6 +70,33 @@ impl RunLink {
             output: CapturedOutput::new(usize::try_from(output_bytes).unwrap_or(usize::MAX)),
             stats: Arc::new(CallStats::default()),
             output_order: Arc::new(tokio::sync::Mutex::new(())),
+            last_output: Arc::new(std::sync::Mutex::new(Instant::now())),
+        }
+    }
+
+    /// Called by the running guest at every epoch tick: sends the output
+    /// printed since the last send once [`OUTPUT_INTERVAL`] has passed,
+    /// without waiting — when the stream is busy, a later tick sends it.
+    /// (A timer task cannot do this: a guest that computes keeps its worker
+    /// thread busy, and tokio's timers then fire late.)
+    pub(crate) fn stream_output_if_due(&self) {
+        let Ok(_order) = self.output_order.try_lock() else { return };
+        let mut last = self.last_output.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if last.elapsed() < OUTPUT_INTERVAL || !self.output.has_new() {
+            return;
+        }
+        // Room for both streams' messages, or nothing is taken.
+        if !self.outbound.has_room(2) {
+            return;
+        }
+        *last = Instant::now();
+        let (stdout, stderr) = self.output.take_new();
+        for (stream, data) in [(pb::OutputStream::Stdout, stdout), (pb::OutputStream::Stderr, stderr)] {
+            if !data.is_empty() {
+                let output = pb::Output { stream: stream as i32, data: data.to_vec() };
+                // Room was checked under the lock; a failure means the backend is gone.
+                let _ = self.outbound.try_send_with_room(1, pb::sidecar_message::Kind::Output(output));
+            }
         }
     }
 
@@ -74,6 +106,7 @@ impl RunLink {
     /// [`BackendGone`] when the backend stopped reading.
     pub(crate) async fn flush_output(&self) -> Result<(), BackendGone> {
         let _order = self.output_order.lock().await;
+        *self.last_output.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Instant::now();
         let (stdout, stderr) = self.output.take_new();
         for (stream, data) in [(pb::OutputStream::Stdout, stdout), (pb::OutputStream::Stderr, stderr)] {
             if !data.is_empty() {

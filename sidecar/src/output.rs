@@ -89,6 +89,12 @@ impl CapturedOutput {
         (stdout, stderr)
     }
 
+    /// True when something was written since the last [`Self::take_new`].
+    pub(crate) fn has_new(&self) -> bool {
+        let buffers = self.lock();
+        buffers.stdout.len() > buffers.stdout_sent || buffers.stderr.len() > buffers.stderr_sent
+    }
+
     /// Everything kept, as written: stdout, stderr, and whether anything was
     /// dropped.
     pub(crate) fn contents(&self) -> (Vec<u8>, Vec<u8>, bool) {

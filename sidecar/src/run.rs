@@ -1,7 +1,7 @@
 //! One run: a fresh store and instance, the guest's `_start`, and how it ended.
 
 use crate::abi::HostLink;
-use crate::calls::CallPort;
+use crate::calls::{CallPort, RunLink};
 use crate::config::Limits;
 use crate::cpu::CpuMeter;
 use crate::error::{LimitExceeded, RejectRun, RunEnd};
@@ -98,6 +98,8 @@ pub(crate) struct Meters<'a> {
     pub(crate) memory: Arc<MemoryBudget>,
     /// Where the run's peak memory is reported.
     pub(crate) peak_memory: &'a AtomicU64,
+    /// The run's stream, for output sent while the guest computes.
+    pub(crate) link: RunLink,
 }
 
 /// Runs the guest to its end. The caller bounds it by the deadline and drops
@@ -126,10 +128,12 @@ pub(crate) async fn execute(
     let cpu_limit = plan.limits.cpu_time;
     store.set_epoch_deadline(1);
     let cpu = meters.cpu;
+    let link = meters.link;
     store.epoch_deadline_callback(move |_| {
         if cpu.used() > cpu_limit {
             return Err(LimitExceeded::CpuTime { limit: cpu_limit }.into());
         }
+        link.stream_output_if_due();
         // Yield at every tick so other runs and the gRPC server get the thread.
         Ok(UpdateDeadline::Yield(1))
     });

@@ -16,7 +16,6 @@ use crate::memory::MemoryBudget;
 use crate::run::{self, RunPlan};
 use crate::slots::{Admission, Capacity};
 use crate::stream::{Outbound, PendingCalls};
-use std::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -31,8 +30,6 @@ use tracing::Instrument;
 /// Messages a run may have in flight to a slow reader before it waits.
 const OUTBOUND_BUFFER: usize = 64;
 
-/// How often new output is sent while a script runs.
-const OUTPUT_INTERVAL: Duration = Duration::from_millis(50);
 
 /// State shared by the service and every run task.
 #[derive(Debug)]
@@ -139,7 +136,12 @@ impl RunTask {
             let Some(pre) = shared.engine.runtime(&plan.language) else {
                 return RunEnd::Internal(format!("runtime `{}` vanished", plan.language));
             };
-            let meters = run::Meters { cpu: cpu.clone(), memory: shared.memory.clone(), peak_memory: &peak_memory };
+            let meters = run::Meters {
+                cpu: cpu.clone(),
+                memory: shared.memory.clone(),
+                peak_memory: &peak_memory,
+                link: link.clone(),
+            };
             run::execute(pre, &plan, port, &link.output, meters).await
         };
         let guest = Metered::new(guest, cpu.clone());
@@ -153,7 +155,6 @@ impl RunTask {
                 InboundEnd::Gone => RunEnd::BackendGone,
             },
             () = outbound.closed() => RunEnd::BackendGone,
-            () = stream_output(&link) => RunEnd::BackendGone,
             () = deadline => RunEnd::Limit(LimitExceeded::Deadline { limit: plan.limits.deadline }),
             () = shared.shutdown.cancelled() => RunEnd::Cancelled(CancelledBy::Shutdown),
         };
@@ -184,19 +185,6 @@ impl RunTask {
         // A failed send means the backend is gone; there is no one left to tell.
         if link.flush_output().await.is_ok() {
             let _ = outbound.send(pb::sidecar_message::Kind::Finished(finished)).await;
-        }
-    }
-}
-
-/// Sends new output every [`OUTPUT_INTERVAL`] while the script runs; ends
-/// only when the backend is gone.
-async fn stream_output(link: &RunLink) {
-    let mut ticks = tokio::time::interval(OUTPUT_INTERVAL);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        if link.flush_output().await.is_err() {
-            return;
         }
     }
 }

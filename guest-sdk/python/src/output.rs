@@ -82,7 +82,11 @@ impl<O: Write, E: Write> Printer<O, E> {
     }
 
     fn buffered(&mut self) {
-        if self.stdout.buffer.len() >= FLUSH_BYTES || self.stderr.buffer.len() >= FLUSH_BYTES {
+        let full = self.stdout.buffer.len() >= FLUSH_BYTES || self.stderr.buffer.len() >= FLUSH_BYTES;
+        // A print is a checkpoint too: monty may not offer `poll_flush` often
+        // in a busy loop, and the host streams what reaches it.
+        let stale = self.since.is_some_and(|since| since.elapsed() >= FLUSH_AGE);
+        if full || stale {
             self.flush();
         } else if self.since.is_none() {
             self.since = Some(Instant::now());

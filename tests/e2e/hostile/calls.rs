@@ -11,9 +11,9 @@ async fn a_flood_of_ten_thousand_calls_stops_at_the_call_cap() {
     let client = shared_client().await;
     let source = "codes = {}\nfor i in range(10000):\n    r = call('ping')\n    c = 'ok' if r['ok'] else r['error']['code']\n    codes[c] = codes.get(c, 0) + 1\ncodes";
     let (outcome, recorder) = alongside(&client, run(&client, python(source))).await;
-    assert_eq!(outcome.result, Some(json!({"ok": 50, "call_limit_exceeded": 9950})), "{outcome:#?}");
+    assert_eq!(outcome.result, Some(json!({"ok": 50, "script_call_cap_reached": 9950})), "{outcome:#?}");
     assert_eq!(recorder.calls.lock().unwrap().len(), 50, "calls past the cap never reach the backend");
-    assert_eq!(recorder.breaches.lock().unwrap().len(), 1, "the breach is reported once");
+    assert_eq!(recorder.refused.lock().unwrap().len(), 1, "the breach is reported once");
     assert_eq!((outcome.stats.calls, outcome.stats.calls_refused_by_cap), (10000, 9950));
     assert_still_works(&client).await;
 }
@@ -23,7 +23,7 @@ async fn a_gather_of_ten_thousand_calls_is_one_batch_capped_at_fifty() {
     let client = shared_client().await;
     let source = "import asyncio\nrs = await asyncio.gather(*[call_async('ping') for _ in range(10000)])\n[sum(1 for r in rs if r['ok']), len(rs), rs[-1]['error']['code']]";
     let (outcome, recorder) = alongside(&client, run(&client, python(source))).await;
-    assert_eq!(outcome.result, Some(json!([50, 10000, "call_limit_exceeded"])), "{outcome:#?}");
+    assert_eq!(outcome.result, Some(json!([50, 10000, "script_call_cap_reached"])), "{outcome:#?}");
     let calls = recorder.calls.lock().unwrap().clone();
     assert_eq!(calls.len(), 50);
     assert!(calls.iter().all(|c| c.batch == 1 && c.batch_size == 50), "the forwarded part is one batch");
@@ -81,24 +81,25 @@ async fn deeply_nested_arguments_raise_before_anything_is_sent() {
     let client = shared_client().await;
     let source = "a = []\nfor _ in range(10000):\n    a = [a]\ncall('echo', a=a)";
     let (outcome, recorder) = run(&client, python(source)).await;
-    assert_raised(&outcome, "TypeError", &["not JSON-serializable"]);
+    assert_raised(&outcome, "ValueError", &["not JSON-serializable", "nested more than"]);
     assert!(recorder.calls.lock().unwrap().is_empty());
     assert_still_works(&client).await;
 }
 
 #[tokio::test]
-async fn non_json_arguments_raise_a_type_error_naming_the_value() {
+async fn non_json_arguments_raise_what_json_dumps_would_naming_the_value() {
     let client = shared_client().await;
-    for (args, mentions) in [
-        ("data=b'\\xff\\xfe'", "bytes"),
-        ("data=float('nan')", "nan"),
-        ("data={1, 2}", "set"),
-        ("data={1: 'int key'}", "key"),
-        ("data=print", "not JSON-serializable"),
-        ("data=2 ** 100", "not JSON-serializable"),
+    // As `json.dumps` would: its exception types, its words.
+    for (args, exception, mentions) in [
+        ("data=b'\\xff\\xfe'", "TypeError", "Object of type bytes"),
+        ("data=float('nan')", "ValueError", "Out of range float values"),
+        ("data={1, 2}", "TypeError", "Object of type set"),
+        ("data={(1, 2): 'tuple key'}", "TypeError", "keys must be str"),
+        ("data=print", "TypeError", "is not JSON serializable"),
+        ("data=2 ** 100", "ValueError", "send it as a str"),
     ] {
         let (outcome, recorder) = run(&client, python(&format!("call('echo', {args})"))).await;
-        assert_raised(&outcome, "TypeError", &["not JSON-serializable", mentions]);
+        assert_raised(&outcome, exception, &["not JSON-serializable", mentions]);
         assert!(recorder.calls.lock().unwrap().is_empty(), "{args}");
     }
     assert_still_works(&client).await;

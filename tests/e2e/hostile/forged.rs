@@ -1,13 +1,13 @@
 //! A backend (or whoever holds a stream) forging tool results: ids never
 //! issued, already answered, issued to another run; results with no outcome
-//! or a value that is not JSON. A forged id fails that stream with
-//! INVALID_ARGUMENT naming the id; it never reaches another run.
+//! or a value that is not JSON. A forged id ends that run with `Finished`
+//! status PROTOCOL_ERROR naming the id; it never reaches another run.
 
 use super::*;
 use tether_backend::pb::{backend_message, sidecar_client::SidecarClient as RawClient, sidecar_message};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Code, Streaming};
+use tonic::Streaming;
 
 fn start(parent_call_id: &str, source: &str) -> pb::BackendMessage {
     pb::BackendMessage {
@@ -75,14 +75,19 @@ impl RawRun {
         }
     }
 
-    /// The stream must fail with INVALID_ARGUMENT mentioning `mentions`.
+    /// The run must end with `Finished` status PROTOCOL_ERROR mentioning
+    /// `mentions` (every message before it is skipped).
     async fn assert_refused(mut self, mentions: &str) {
-        let status = match self.next().await {
-            Err(status) => status,
-            Ok(other) => panic!("expected the stream to fail, got {other:?}"),
+        let finished = loop {
+            match self.next().await {
+                Ok(sidecar_message::Kind::Finished(finished)) => break finished,
+                Ok(_) => continue,
+                Err(status) => panic!("expected `Finished`, the stream failed: {status:?}"),
+            }
         };
-        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-        assert!(status.message().contains(mentions), "expected `{mentions}` in {status:?}");
+        assert_eq!(finished.status(), pb::RunStatus::ProtocolError, "{finished:?}");
+        let error = finished.error.unwrap_or_default();
+        assert!(error.message.contains(mentions), "expected `{mentions}` in {error:?}");
     }
 }
 
@@ -93,7 +98,7 @@ async fn a_result_for_an_id_not_yet_issued_is_refused() {
     let first = run.next_call().await;
     assert_eq!(first.id, "guess/1");
     run.send(answer("guess/2", "\"forged\"")).await;
-    run.assert_refused("unknown call id `guess/2`").await;
+    run.assert_refused("for call id `guess/2`").await;
     assert_still_works(&shared_client().await).await;
 }
 
@@ -101,7 +106,7 @@ async fn a_result_for_an_id_not_yet_issued_is_refused() {
 async fn a_result_before_any_call_is_refused_and_stops_the_run() {
     let run = RawRun::open("early", "while True:\n    pass\n").await;
     run.send(answer("early/1", "1")).await;
-    run.assert_refused("unknown call id `early/1`").await;
+    run.assert_refused("for call id `early/1`").await;
     assert_still_works(&shared_client().await).await;
 }
 
@@ -113,7 +118,7 @@ async fn a_second_result_for_an_answered_id_is_refused() {
     let second = run.next_call().await;
     assert_eq!(second.id, "twice/2");
     run.send(answer(&first.id, "1")).await;
-    run.assert_refused("unknown call id `twice/1`").await;
+    run.assert_refused("for call id `twice/1`").await;
     assert_still_works(&shared_client().await).await;
 }
 
@@ -142,7 +147,7 @@ async fn a_forged_id_on_one_stream_leaves_the_other_run_waiting_for_its_own_answ
     b.next_call().await;
     // B tries to answer A's call by its id.
     b.send(answer(&call_a.id, "\"forged\"")).await;
-    b.assert_refused(&format!("unknown call id `{}`", call_a.id)).await;
+    b.assert_refused(&format!("for call id `{}`", call_a.id)).await;
     a.send(answer(&call_a.id, "\"genuine\"")).await;
     assert_eq!(a.finished().await.result_json, "\"genuine\"");
     assert_still_works(&shared_client().await).await;

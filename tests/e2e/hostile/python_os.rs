@@ -194,11 +194,11 @@ async fn entropy_from_the_os_is_refused_and_the_random_module_still_works() {
 }
 
 #[tokio::test]
-async fn a_sleep_past_the_deadline_ends_at_the_deadline() {
+async fn a_sleep_past_the_sleep_budget_ends_at_once_with_a_limit_error() {
     let client = shared_client().await;
     let mut request = python("import time\ntime.sleep(3600)\n'woke'");
     request.limits.deadline_ms = 300;
     let (outcome, _) = alongside(&client, run(&client, request)).await;
-    assert_failed(&outcome, pb::RunStatus::LimitExceeded, "deadline", &["deadline"]);
+    assert_failed(&outcome, pb::RunStatus::LimitExceeded, "sleep_limit", &["sleep budget"]);
     assert_still_works(&client).await;
 }
