@@ -106,6 +106,9 @@ pub enum Code {
     ApprovalTimeout,
     /// The effect ledger could not record `started`, so the tool was not run.
     LedgerUnavailable,
+    /// The effect ledger already holds this call id and the tool may not run
+    /// again under it, so the tool was not run.
+    ReplayedCall,
     /// The tool ran past its own time limit.
     ToolTimeout,
     /// The tool's executor panicked.
@@ -149,6 +152,7 @@ impl Code {
             Code::ApprovalDenied => ("approval_denied", "Approval denied"),
             Code::ApprovalTimeout => ("approval_timeout", "Approval timed out"),
             Code::LedgerUnavailable => ("ledger_unavailable", "Effect ledger unavailable"),
+            Code::ReplayedCall => ("replayed_call", "Replayed call refused"),
             Code::ToolTimeout => ("tool_timeout", "Tool timed out"),
             Code::ToolFailed => ("tool_failed", "Tool failed"),
             Code::ParentSettled => ("parent_settled", "Stopped with its parent"),
@@ -157,7 +161,7 @@ impl Code {
     }
 
     /// Every code.
-    pub const ALL: [Code; 18] = [
+    pub const ALL: [Code; 19] = [
         Code::Cancelled,
         Code::TurnDeadlineExceeded,
         Code::ToolCallCapReached,
@@ -172,6 +176,7 @@ impl Code {
         Code::ApprovalDenied,
         Code::ApprovalTimeout,
         Code::LedgerUnavailable,
+        Code::ReplayedCall,
         Code::ToolTimeout,
         Code::ToolFailed,
         Code::ParentSettled,

@@ -24,6 +24,19 @@ pub enum ApprovalRequirement {
     Always,
 }
 
+/// Whether a tool with effects may run again under a call id the effect
+/// ledger already holds. A row still `started` is refused whatever the tool
+/// says: nobody knows whether it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ToolReplay {
+    /// Never runs twice under one call id, even when the first run settled
+    /// (the default: a second run would repeat the effect).
+    #[default]
+    Never,
+    /// Idempotent: may run again under a call id whose row is settled.
+    Safe,
+}
+
 /// Metadata decided by code. The script exclusions (step 3), the pre-execution
 /// check (step 6) and the ledger read it; the model never sets it.
 ///
@@ -54,6 +67,9 @@ pub struct ToolMeta {
     pub concurrency_safe: bool,
     /// Has no effects: no effect-ledger rows are written for it.
     pub read_only: bool,
+    /// Whether the tool may run again under a call id the ledger holds
+    /// settled. Default [`ToolReplay::Never`].
+    pub replay: ToolReplay,
 }
 
 impl ToolMeta {
