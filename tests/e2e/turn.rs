@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tether_backend::turn::{
-    AdminPolicy, ArgMatch, AuditRecord, CallOrigin, CallOutcome, CallPattern, CallRequest, CallResult, CallStatus,
+    AdminPolicy, ArgMatch, AuditRecord, CallIdentity, CallOrigin, CallOutcome, CallPattern, CallRequest, CallResult, CallStatus,
     Code, EventLog, LedgerState, ListedTool, PolicyApprover, ScriptTool, SqliteAuditStore, Step, ToolError, ToolEvent,
     ToolExecutor, ToolOutput, ToolSpec, Turn, TurnBuilder, UserPermissions, activate_tools_tool, executor_fn,
 };
@@ -172,7 +172,7 @@ impl World {
 
     async fn audit_row(&self, call_id: &str) -> AuditRecord {
         let rows = self.audit().await;
-        let matching: Vec<_> = rows.iter().filter(|r| r.call_id == call_id).cloned().collect();
+        let matching: Vec<_> = rows.iter().filter(|r| r.call.call_id == call_id).cloned().collect();
         assert_eq!(matching.len(), 1, "one audit row for `{call_id}`: {rows:#?}");
         matching[0].clone()
     }
@@ -200,13 +200,17 @@ for p in input['pre']:
 call(input['tool'], input['args'])
 ";
 
-/// The audit row without what differs by origin: ids, origin, timings.
+/// The audit row without what differs by origin: ids, origin, depth, timings.
 fn origin_free(row: &AuditRecord) -> AuditRecord {
     AuditRecord {
-        call_id: String::new(),
-        parent_call_id: None,
-        script_run_id: None,
-        origin: String::new(),
+        call: CallIdentity {
+            call_id: String::new(),
+            parent_call_id: None,
+            script_run_id: None,
+            origin: String::new(),
+            depth: 0,
+            ..row.call.clone()
+        },
         started_at_ms: 0,
         finished_at_ms: 0,
         duration_us: 0,
@@ -258,11 +262,19 @@ async fn refused_both_ways(
     assert_eq!(model_row.display_name(), Some(code.display_name()));
     assert_eq!(script_row.display_name(), Some(code.display_name()));
     assert_eq!(
-        (model_row.origin.as_str(), model_row.parent_call_id.as_deref(), model_row.script_run_id.as_deref()),
-        ("model", None, None)
+        (
+            model_row.call.origin.as_str(),
+            model_row.call.parent_call_id.as_deref(),
+            model_row.call.script_run_id.as_deref(),
+            model_row.call.depth
+        ),
+        ("model", None, None, 0)
     );
-    assert_eq!((script_row.origin.as_str(), script_row.parent_call_id.as_deref()), ("script", Some("s1")));
-    assert!(script_row.script_run_id.is_some());
+    assert_eq!(
+        (script_row.call.origin.as_str(), script_row.call.parent_call_id.as_deref(), script_row.call.depth),
+        ("script", Some("s1"), 1)
+    );
+    assert!(script_row.call.script_run_id.is_some());
 
     // The same terminal event, the script's naming its parent.
     for (world, id, parent) in [(model_world, "m-target", None), (script_world, target.as_str(), Some("s1"))] {
@@ -349,13 +361,13 @@ results = [
         assert_eq!(seen[n][0], json!(false), "{tool}: {seen}");
         assert_eq!(seen[n][1], json!("not_callable_from_script"), "{tool}: {seen}");
         let row = w.audit_row(&format!("s1/{}", n + 1)).await;
-        assert_eq!((row.tool.as_str(), row.step, row.status), (*tool, Some(Step::ScriptExclusion), CallStatus::Failed));
+        assert_eq!((row.call.tool.as_str(), row.step, row.status), (*tool, Some(Step::ScriptExclusion), CallStatus::Failed));
         assert_eq!(row.display_name(), Some("Not available in scripts"));
     }
     assert!(seen[3][2].as_str().unwrap().contains("a script cannot run a script"), "{seen}");
     assert_eq!(w.probe.runs("ask_user") + w.probe.runs("on_device"), 0, "excluded tools never ran");
     assert!(!w.turn.script_tools().iter().any(|t| t.name == "crm_lookup"), "activate_tools never ran");
-    let runs = w.audit().await.into_iter().filter(|r| r.tool == "run_script").count();
+    let runs = w.audit().await.into_iter().filter(|r| r.call.tool == "run_script").count();
     assert_eq!(runs, 2, "the model's run and the refused nested one; no second run happened");
 
     // The model may call every one of them.
@@ -482,7 +494,7 @@ async fn step_7_approval_times_out_with_the_same_wait_limit() {
     assert_eq!(m, s, "the same wait limit for both origins");
     for w in [&model, &script] {
         assert!(w.probe.world.outbox().is_empty());
-        let row = w.audit().await.into_iter().find(|r| r.tool == "send_email").unwrap();
+        let row = w.audit().await.into_iter().find(|r| r.call.tool == "send_email").unwrap();
         assert_eq!(row.decided_by.as_deref(), Some("timeout"));
     }
 }
@@ -496,7 +508,7 @@ async fn step_8_execution_ends_a_tool_past_its_time_limit() {
     // It did start, so its effect may have happened: the ledger says so.
     for (w, id) in [(&model, "m-target"), (&script, "s1/1")] {
         let possibly = w.turn.possibly_executed_approval_actions().await.unwrap();
-        assert_eq!(possibly.iter().map(|e| e.call_id.as_str()).collect::<Vec<_>>(), [id]);
+        assert_eq!(possibly.iter().map(|e| e.call.call_id.as_str()).collect::<Vec<_>>(), [id]);
     }
 }
 
@@ -555,13 +567,13 @@ async fn approval_granted_inside_a_script_runs_and_settles() {
     let ledger = w.turn.ledger().await.unwrap();
     assert_eq!(ledger.len(), 1);
     assert_eq!(
-        (ledger[0].call_id.as_str(), ledger[0].origin.as_str(), ledger[0].state),
+        (ledger[0].call.call_id.as_str(), ledger[0].call.origin.as_str(), ledger[0].state),
         ("s1/1", "script", LedgerState::Settled)
     );
     assert!(ledger[0].approval_required);
     // The email the script sent ran: a cancelled or failed turn must report it.
     let possibly = w.turn.possibly_executed_approval_actions().await.unwrap();
-    assert_eq!(possibly.iter().map(|e| (e.call_id.as_str(), e.state)).collect::<Vec<_>>(), [("s1/1", LedgerState::Settled)]);
+    assert_eq!(possibly.iter().map(|e| (e.call.call_id.as_str(), e.state)).collect::<Vec<_>>(), [("s1/1", LedgerState::Settled)]);
 }
 
 #[tokio::test]
@@ -640,7 +652,7 @@ await asyncio.gather(call_async('hold', {}), call_async('hold', {}), call_async(
     assert_eq!(audit.len(), 5, "{audit:#?}");
     assert!(audit.iter().all(|r| r.code.as_deref() == Some("cancelled")));
     let mut possibly: Vec<String> =
-        w.turn.possibly_executed_approval_actions().await.unwrap().into_iter().map(|e| e.call_id).collect();
+        w.turn.possibly_executed_approval_actions().await.unwrap().into_iter().map(|e| e.call.call_id).collect();
     possibly.sort();
     assert_eq!(possibly, ["m1", "s1/3"], "the model's send and the script's");
     assert!(w.turn.ledger().await.unwrap().iter().all(|e| e.state == LedgerState::Started));
@@ -665,12 +677,12 @@ async fn a_crash_between_started_and_settled_leaves_a_started_row() {
 
     let possibly = w.turn.possibly_executed_approval_actions().await.unwrap();
     assert_eq!(possibly.len(), 1);
-    assert_eq!((possibly[0].call_id.as_str(), possibly[0].tool.as_str()), ("s1/1", "send_slow"));
-    assert_eq!((possibly[0].origin.as_str(), possibly[0].parent_call_id.as_deref()), ("script", Some("s1")));
+    assert_eq!((possibly[0].call.call_id.as_str(), possibly[0].call.tool.as_str()), ("s1/1", "send_slow"));
+    assert_eq!((possibly[0].call.origin.as_str(), possibly[0].call.parent_call_id.as_deref()), ("script", Some("s1")));
 
     // After a restart, a fresh store on the same file sees the same row.
     let reopened = SqliteAuditStore::new(&w.db);
-    let rows = tether_backend::turn::AuditStore::ledger(&reopened, "turn-1").unwrap();
+    let rows = tether_backend::turn::AuditStore::ledger(&reopened, "turn-1").await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].state, LedgerState::Started);
     // The dropped calls still have one terminal event each ("parent settled").

@@ -7,7 +7,9 @@
 //! - `codes`: every failure [`Code`] (machine code + display name) and [`Step`]
 //! - `tool` / `registry`: tools, their code-decided metadata, the list
 //! - `policy`, `precheck`, `budget`, `approval`: the individual checks
-//! - `audit` / `sqlite`: the audit log and effect ledger
+//! - `audit`: the records (audit row, ledger row, their shared call identity)
+//! - `store` / `sqlite` / `memory`: where records go — the [`AuditStore`]
+//!   trait, the SQLite store (one writer thread, group commit), the in-memory one
 //! - `events`, `summary`, `guard`: events, the nested-call summary, and
 //!   the guard that makes every started call settle exactly once
 //! - `script`: the script tool `run_script` and the `activate_tools` meta tool
@@ -21,12 +23,14 @@ mod error;
 mod events;
 mod execute;
 mod guard;
+mod memory;
 mod policy;
 mod precheck;
 mod registry;
 mod script;
 mod sqlite;
 mod state;
+mod store;
 mod summary;
 mod tool;
 
@@ -34,9 +38,7 @@ pub use approval::{
     Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover,
     TerminalApprover,
 };
-pub use audit::{
-    AuditRecord, AuditStore, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, MemoryAuditStore, Redactor,
-};
+pub use audit::{AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, Redactor};
 pub use budget::{CallBudget, Reservation};
 pub use call::{CallOrigin, CallOutcome, CallRequest, CallResult, CallStatus, Failure};
 pub use codes::{Code, Step};
@@ -48,9 +50,12 @@ pub use policy::{
 pub use precheck::PreExecutionCheck;
 pub use registry::{ListedTool, Lookup, ToolRegistry};
 pub use script::{SCRIPT_TOOL_NAME, ScriptTool, activate_tools_tool};
-pub use sqlite::SqliteAuditStore;
+pub use memory::MemoryAuditStore;
+pub use sqlite::{DEFAULT_QUEUE_CAPACITY, SqliteAuditStore, StoreStats};
 pub use state::{Turn, TurnBuilder, TurnLimits};
+pub use store::{AuditStore, Commit, StartVerdict, StoreWrite, start_verdict};
 pub use summary::{MAX_NESTED_ENTRIES, NESTED_ARGS_BYTES, NESTED_ERROR_BYTES};
 pub use tool::{
-    ApprovalRequirement, Tool, ToolContext, ToolError, ToolExecutor, ToolMeta, ToolOutput, ToolSpec, executor_fn,
+    ApprovalRequirement, Tool, ToolContext, ToolError, ToolExecutor, ToolMeta, ToolOutput, ToolReplay, ToolSpec,
+    executor_fn,
 };

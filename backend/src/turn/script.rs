@@ -274,19 +274,14 @@ impl Turn {
     /// Audits a script's per-script call-cap breach once (the sidecar refuses
     /// the calls themselves and reports the breach once per run).
     fn audit_script_cap_breach(&self, run_id: &str, parent_call_id: &str, breach: &pb::CallCapExceeded) {
-        use super::audit::{AuditRecord, unix_ms};
+        use super::audit::{AuditRecord, CallIdentity, unix_ms};
         use super::call::CallStatus;
         use super::codes::{Code, Step};
         let now = unix_ms(std::time::SystemTime::now());
+        let origin =
+            CallOrigin::Script { run_id: run_id.to_owned(), parent_call_id: parent_call_id.to_owned(), index: 0 };
         let record = AuditRecord {
-            turn_id: self.id().to_owned(),
-            call_id: breach.call_id.clone(),
-            parent_call_id: Some(parent_call_id.to_owned()),
-            script_run_id: Some(run_id.to_owned()),
-            tool: breach.name.clone(),
-            origin: "script".into(),
-            args: String::new(),
-            args_truncated: false,
+            call: CallIdentity::new(self.id(), &breach.call_id, &breach.name, &origin, (String::new(), false)),
             step: Some(Step::Budget),
             code: Some(Code::ScriptCallCapReached.as_str().to_owned()),
             approval: None,
@@ -297,8 +292,9 @@ impl Turn {
             duration_us: 0,
         };
         tracing::warn!(%run_id, max_calls = breach.max_calls, "the script passed its call cap");
-        // Once per run, from the run's loop: a short synchronous write.
-        if let Err(error) = self.inner.store.record(&record) {
+        // Once per run, from the run's loop, which cannot await here: enqueued
+        // without waiting (a full queue loses the row, logged instead).
+        if let Err(error) = self.inner.store.try_enqueue(super::store::StoreWrite::Audit(record)) {
             tracing::error!(%error, "cannot audit the script's call-cap breach");
         }
     }

@@ -3,12 +3,12 @@
 //! its builder.
 
 use super::approval::{Approver, PolicyApprover};
-use super::audit::{
-    AuditRecord, AuditStore, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, MemoryAuditStore, Redactor,
-};
+use super::audit::{AuditRecord, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, Redactor};
+use super::memory::MemoryAuditStore;
+use super::store::AuditStore;
 use super::budget::CallBudget;
 use super::codes::Code;
-use super::error::{StoreError, TurnError};
+use super::error::TurnError;
 use super::events::{EventSink, NoEvents};
 use super::policy::{AdminPolicy, UserPermissions};
 use super::precheck::PreExecutionCheck;
@@ -217,32 +217,28 @@ impl Turn {
         format!("{}/run-{n}", self.inner.id)
     }
 
-    /// Runs `f` against the store on the blocking pool.
-    pub(crate) async fn blocking<T, F>(&self, f: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&dyn AuditStore) -> Result<T, StoreError> + Send + 'static,
-    {
-        let store = self.inner.store.clone();
-        tokio::task::spawn_blocking(move || f(store.as_ref())).await.map_err(|e| StoreError::Task(e.to_string()))?
-    }
-
-    /// The turn's audit rows, in the order written.
+    /// The turn's audit rows, in the order written, including every row
+    /// enqueued before this call.
     ///
     /// # Errors
     /// If the store cannot be read.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
     pub async fn audit_log(&self) -> Result<Vec<AuditRecord>, TurnError> {
-        let id = self.inner.id.clone();
-        Ok(self.blocking(move |s| s.audit_log(&id)).await?)
+        Ok(self.inner.store.audit_log(&self.inner.id).await?)
     }
 
-    /// The turn's effect-ledger rows, in the order they started.
+    /// The turn's effect-ledger rows, in the order they first started,
+    /// including every write enqueued before this call.
     ///
     /// # Errors
     /// If the store cannot be read.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
     pub async fn ledger(&self) -> Result<Vec<LedgerEntry>, TurnError> {
-        let id = self.inner.id.clone();
-        Ok(self.blocking(move |s| s.ledger(&id)).await?)
+        Ok(self.inner.store.ledger(&self.inner.id).await?)
     }
 
     /// Approval-required calls (the model's and every script's) that reached
@@ -254,6 +250,9 @@ impl Turn {
     ///
     /// # Errors
     /// If the store cannot be read.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
     pub async fn possibly_executed_approval_actions(&self) -> Result<Vec<LedgerEntry>, TurnError> {
         Ok(self
             .ledger()
