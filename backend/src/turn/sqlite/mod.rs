@@ -4,7 +4,9 @@
 //! store handle only puts operations on a bounded queue, so no async worker
 //! ever waits on SQLite or the disk. The writer commits in groups: it takes
 //! everything queued, runs it in one transaction and commits once — one
-//! fsync for the group — then answers every waiter.
+//! fsync for the group — then answers every waiter. A group of writes
+//! nobody waits on (audit rows, `settled`) lingers up to 1 ms for a
+//! `started` or a read to commit with.
 //!
 //! - `started` ([`AuditStore::ledger_started`]) resolves only once its row
 //!   is committed: a tool with effects runs after `started` is on disk.
@@ -98,8 +100,14 @@ impl SqliteAuditStore {
             #[cfg(test)]
             hold: hold.clone(),
         };
-        let started =
-            std::thread::Builder::new().name("tether-audit-writer".into()).spawn(move || writer.run());
+        // The writer waits on the queue through a runtime of its own (one
+        // thread, timers only): SQLite itself is blocking.
+        let started = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .and_then(|runtime| {
+                std::thread::Builder::new().name("tether-audit-writer".into()).spawn(move || writer.run(runtime))
+            });
         let (queue, writer) = match started {
             Ok(handle) => (Ok(sender), Some(handle)),
             Err(error) => {

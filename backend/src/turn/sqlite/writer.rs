@@ -8,6 +8,12 @@
 //! every write enqueued before them). While it waits on the disk, new
 //! operations queue up for the next round, so the busier the store, the
 //! larger the groups.
+//!
+//! A round of writes nobody is known to wait on (audit rows, `settled`)
+//! lingers up to [`LINGER`] for a write somebody waits on (`started`) or a
+//! read, and commits with it: a caller making calls one after another then
+//! pays one fsync per call — its `settled` and audit row ride with its next
+//! `started` — instead of two back to back.
 
 use super::super::audit::AuditRecord;
 use super::super::error::StoreError;
@@ -17,10 +23,15 @@ use rusqlite::{Connection, TransactionBehavior};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// The most operations one round takes (one transaction's writes at most).
 const MAX_GROUP: usize = 1024;
+
+/// How long a round of writes nobody is known to wait on waits for one that
+/// somebody does, to share its commit: 1 ms.
+const LINGER: Duration = Duration::from_millis(1);
 
 /// Where a write's outcome goes: `Ok` once committed.
 pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
@@ -37,6 +48,14 @@ pub(super) enum Op {
     Write(StoreWrite, Reply),
     /// A read.
     Read(Read),
+}
+
+impl Op {
+    /// Whether nobody is known to wait on this: an audit row or `settled`
+    /// (the call goes on without waiting for their commit).
+    fn can_linger(&self) -> bool {
+        matches!(self, Op::Write(StoreWrite::Audit(_) | StoreWrite::Settled { .. }, _))
+    }
 }
 
 /// What the writer has done, shared with the store handle.
@@ -70,10 +89,11 @@ pub(super) struct Hold {
 
 impl Writer {
     /// Runs rounds until every sender is gone and the queue is empty, then
-    /// closes the connection.
-    pub(super) fn run(mut self) {
+    /// closes the connection. `runtime` only waits on the queue (with a
+    /// time limit while lingering).
+    pub(super) fn run(mut self, runtime: tokio::runtime::Runtime) {
         let mut connection = None;
-        while let Some(first) = self.queue.blocking_recv() {
+        while let Some(first) = runtime.block_on(self.queue.recv()) {
             #[cfg(test)]
             let hold = self.hold.clone();
             #[cfg(test)]
@@ -82,15 +102,32 @@ impl Writer {
                 hold.gate.lock().unwrap_or_else(|p| p.into_inner())
             };
             let mut ops = vec![first];
-            while ops.len() < MAX_GROUP {
-                match self.queue.try_recv() {
-                    Ok(op) => ops.push(op),
-                    Err(_) => break,
+            self.take_queued(&mut ops);
+            let until = Instant::now() + LINGER;
+            while ops.len() < MAX_GROUP && ops.iter().all(Op::can_linger) {
+                let left = until.saturating_duration_since(Instant::now());
+                match runtime.block_on(async { tokio::time::timeout(left, self.queue.recv()).await }) {
+                    Ok(Some(op)) => {
+                        ops.push(op);
+                        self.take_queued(&mut ops);
+                    }
+                    // Closed (commit what is here and stop) or lingered enough.
+                    Ok(None) | Err(_) => break,
                 }
             }
             self.round(&mut connection, ops);
         }
         tracing::debug!(path = %self.path.display(), "the audit writer stopped");
+    }
+
+    /// Adds what is queued to `ops`, up to [`MAX_GROUP`].
+    fn take_queued(&mut self, ops: &mut Vec<Op>) {
+        while ops.len() < MAX_GROUP {
+            match self.queue.try_recv() {
+                Ok(op) => ops.push(op),
+                Err(_) => break,
+            }
+        }
     }
 
     fn round(&self, connection: &mut Option<Connection>, ops: Vec<Op>) {
