@@ -6,8 +6,9 @@
 //!    runs, `settled` after, and the audit row)
 //! 3. the same tool with effects from `--callers` concurrent callers
 //!
-//! Each prints calls per second (calls / wall time) and the median latency
-//! of one `Turn::execute`. The tools themselves do nothing.
+//! Each prints calls per second (calls / wall time), the median latency of
+//! one `Turn::execute`, and the transactions the store committed for it
+//! (one fsync each). The tools themselves do nothing.
 
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -37,6 +38,8 @@ pub(crate) struct Args {
 struct Figures {
     calls_per_second: f64,
     median: Duration,
+    /// Transactions the store committed during the measurement.
+    commits: u64,
 }
 
 fn turn(id: &str, store: &Arc<dyn AuditStore>, calls: usize) -> anyhow::Result<Turn> {
@@ -51,8 +54,17 @@ fn turn(id: &str, store: &Arc<dyn AuditStore>, calls: usize) -> anyhow::Result<T
 }
 
 /// `calls` calls of `tool` split over `callers` concurrent callers.
-async fn measure(turn: &Turn, tool: &'static str, calls: usize, callers: usize) -> anyhow::Result<Figures> {
+async fn measure(
+    store: &SqliteAuditStore,
+    turn: &Turn,
+    tool: &'static str,
+    calls: usize,
+    callers: usize,
+) -> anyhow::Result<Figures> {
     let callers = callers.max(1);
+    // Writes of earlier calls still queued are counted here too: make them land first.
+    turn.ledger().await?;
+    let commits_before = store.stats().commits;
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for caller in 0..callers {
@@ -76,9 +88,12 @@ async fn measure(turn: &Turn, tool: &'static str, calls: usize, callers: usize) 
         latencies.extend(joined.context("a caller panicked")??);
     }
     let wall = started.elapsed();
+    // Count the commits of this measurement's own rows.
+    turn.ledger().await?;
+    let commits = store.stats().commits - commits_before;
     latencies.sort();
     let median = latencies.get(latencies.len() / 2).copied().unwrap_or_default();
-    Ok(Figures { calls_per_second: latencies.len() as f64 / wall.as_secs_f64(), median })
+    Ok(Figures { calls_per_second: latencies.len() as f64 / wall.as_secs_f64(), median, commits })
 }
 
 /// Runs the three measurements and prints them.
@@ -86,17 +101,18 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let temp = tempfile::tempdir().context("creating a temporary directory")?;
     let dir = args.dir.clone().unwrap_or_else(|| temp.path().to_owned());
     let path = dir.join(format!("tether-bench-{}.db", std::process::id()));
-    let store: Arc<dyn AuditStore> = Arc::new(SqliteAuditStore::new(&path));
+    let sqlite = Arc::new(SqliteAuditStore::new(&path));
+    let store: Arc<dyn AuditStore> = sqlite.clone();
 
     // Warm up: open the database, create the tables, fill the caches.
     let warm = turn("warm-up", &store, 200)?;
-    measure(&warm, "look", 100, 1).await?;
-    measure(&warm, "act", 100, 1).await?;
+    measure(&sqlite, &warm, "look", 100, 1).await?;
+    measure(&sqlite, &warm, "act", 100, 1).await?;
 
     let calls = args.calls;
-    let read_only = measure(&turn("read-only", &store, calls)?, "look", calls, 1).await?;
-    let effects = measure(&turn("effects", &store, calls)?, "act", calls, 1).await?;
-    let concurrent = measure(&turn("concurrent", &store, calls)?, "act", calls, args.callers).await?;
+    let read_only = measure(&sqlite, &turn("read-only", &store, calls)?, "look", calls, 1).await?;
+    let effects = measure(&sqlite, &turn("effects", &store, calls)?, "act", calls, 1).await?;
+    let concurrent = measure(&sqlite, &turn("concurrent", &store, calls)?, "act", calls, args.callers).await?;
 
     println!(
         "calls through Turn::execute, origin model, SQLite store at {} (WAL, synchronous=FULL), {calls} calls each:",
@@ -108,12 +124,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         (format!("tool with effects, {} callers", args.callers), concurrent),
     ] {
         println!(
-            "  {what:<32} {:>9.0} calls/s   median {:>8.1} µs per call",
+            "  {what:<32} {:>9.0} calls/s   median {:>8.1} µs per call   {:>6} commits",
             figures.calls_per_second,
-            figures.median.as_secs_f64() * 1e6
+            figures.median.as_secs_f64() * 1e6,
+            figures.commits
         );
     }
-    drop(store);
+    drop((warm, store, sqlite));
     if args.dir.is_some() {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
