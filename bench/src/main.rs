@@ -1,19 +1,18 @@
-//! `tether-bench`: medians of whole runs over real gRPC on loopback, against
-//! an embedded sidecar.
+//! `tether-bench`: two measurements, one command each.
 //!
-//! - a trivial run (`1 + 1`): Start → fresh instance → Finished
-//! - one call round trip: a run making N calls to a no-op tool minus a run
-//!   making none, divided by N (guest → sidecar → gRPC → backend → back)
-//! - a 20-call batch under `asyncio.gather` against 20 sequential calls, with
-//!   a 1 ms tool, as a ratio
+//! - default (no subcommand): medians of whole runs over real gRPC on
+//!   loopback, against an embedded sidecar — a trivial run (`1 + 1`), one
+//!   call round trip (a run making N calls to a no-op tool minus a run making
+//!   none, divided by N), and a 20-call batch under `asyncio.gather` against
+//!   20 sequential calls to a 1 ms tool, as a ratio (`runs`)
+//! - `turn-calls`: calls per second through a `Turn` with the SQLite audit
+//!   store — a read-only tool, a tool with effects (ledger rows), and the
+//!   latter from concurrent callers (`turn_calls`)
 
-use anyhow::Context;
-use clap::Parser;
-use serde_json::{Value, json};
-use std::time::{Duration, Instant};
-use tether_backend::{CallHandler, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
-use tether_cli::embedded::EmbeddedSidecar;
-use tether_sidecar::SidecarConfig;
+mod runs;
+mod turn_calls;
+
+use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -23,67 +22,21 @@ struct Args {
     /// Calls per run in the round-trip measurement.
     #[arg(long, default_value_t = 50)]
     calls: usize,
+    #[command(subcommand)]
+    command: Option<Command>,
 }
 
-/// A no-op tool (`noop`) and a 1 ms tool (`slow`).
-struct Tools;
-
-#[async_trait::async_trait]
-impl CallHandler for Tools {
-    async fn call(&self, call: ScriptCall) -> ToolOutcome {
-        if call.name == "slow" {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        ToolOutcome::Ok(Value::Null)
-    }
-}
-
-async fn median_run(client: &SidecarClient, source: &str, samples: usize) -> anyhow::Result<Duration> {
-    let mut times = Vec::with_capacity(samples);
-    for i in 0..samples {
-        let request = RunRequest { input: json!(i), ..RunRequest::python(format!("bench-{i}"), source) };
-        let started = Instant::now();
-        let outcome = client.run(request, &Tools).await?;
-        times.push(started.elapsed());
-        anyhow::ensure!(outcome.is_ok(), "the bench script failed: {outcome:?}");
-    }
-    times.sort();
-    Ok(times[times.len() / 2])
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Calls per second through `Turn::execute` with a SQLite audit store.
+    TurnCalls(turn_calls::Args),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let sidecar = EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the sidecar")?;
-    let client = SidecarClient::connect(&sidecar.url()).await?;
-    // Warm up: the compile cache, the pool, the connection.
-    median_run(&client, "1 + 1", 20).await?;
-
-    let trivial = median_run(&client, "1 + 1", args.samples).await?;
-    let with_calls = median_run(&client, &format!("for i in range({}):\n    call('noop')\n", args.calls), args.samples).await?;
-    let loop_only = median_run(&client, &format!("for i in range({}):\n    pass\n", args.calls), args.samples).await?;
-    let round_trip = with_calls.saturating_sub(loop_only) / args.calls as u32;
-
-    let samples = (args.samples / 4).max(10);
-    let sequential = median_run(&client, "for i in range(20):\n    call('slow')\n", samples).await?;
-    let gathered = median_run(
-        &client,
-        "import asyncio\nawait asyncio.gather(*[call_async('slow') for i in range(20)])\n",
-        samples,
-    )
-    .await?;
-
-    println!("trivial run (1 + 1), median of {}: {:.3} ms", args.samples, ms(trivial));
-    println!("call round trip over gRPC, median run of {} calls: {:.1} µs per call", args.calls, round_trip.as_secs_f64() * 1e6);
-    println!(
-        "20 calls to a 1 ms tool: sequential {:.2} ms, asyncio.gather {:.2} ms (ratio {:.1}x)",
-        ms(sequential),
-        ms(gathered),
-        sequential.as_secs_f64() / gathered.as_secs_f64()
-    );
-    sidecar.stop().await
+    match args.command {
+        None => runs::run(args.samples, args.calls).await,
+        Some(Command::TurnCalls(turn)) => turn_calls::run(turn).await,
+    }
 }

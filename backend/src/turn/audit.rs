@@ -1,17 +1,17 @@
 //! Step 9's records: one audit row per call, and the effect ledger
 //! (`started` durable before a tool with effects runs, `settled` after).
+//! Both carry the call's [`CallIdentity`].
 //!
-//! [`AuditStore`] is the seam a host plugs its own store into;
-//! [`SqliteAuditStore`](super::SqliteAuditStore) is the default and
-//! [`MemoryAuditStore`] keeps rows in memory (tests, throwaway turns).
+//! Where they go: the [`AuditStore`](super::AuditStore) trait (`store.rs`).
 
 use super::approval::ApprovalVerdict;
 use super::call::CallStatus;
+use super::origin::CallOrigin;
 use super::step::Step;
 use tether_codes::Code;
-use super::error::StoreError;
 use serde_json::Value;
-use std::sync::{Arc, Mutex};
+use std::fmt;
+use std::sync::Arc;
 
 /// Default cap on the arguments stored in an audit or ledger row: 4 KiB.
 pub const DEFAULT_AUDIT_ARGS_BYTES: usize = 4096;
@@ -21,12 +21,14 @@ pub const DEFAULT_AUDIT_ARGS_BYTES: usize = 4096;
 /// The tool itself always receives the original arguments.
 pub type Redactor = Arc<dyn Fn(&str, &Value) -> Value + Send + Sync>;
 
-/// One row per call, written when the call ends, whatever the outcome.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuditRecord {
+/// Who made a call and what it asked: the part an audit row and a ledger row
+/// share. Both tables store it in the same columns, mapped in one place
+/// (`sqlite/schema.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallIdentity {
     /// The turn.
     pub turn_id: String,
-    /// The call's id.
+    /// The call's id; a ledger row's `(turn_id, call_id)` is unique.
     pub call_id: String,
     /// The immediate parent's call id (a script's calls: the `run_script` call).
     pub parent_call_id: Option<String>,
@@ -36,10 +38,39 @@ pub struct AuditRecord {
     pub tool: String,
     /// `"model"` or `"script"`.
     pub origin: String,
+    /// How deep in the tree of calls: 0 for a call the model made, 1 for a
+    /// script's call, deeper for calls made by tools that call tools.
+    pub depth: u32,
     /// The arguments as JSON text, redacted, cut at the turn's cap.
     pub args: String,
-    /// True when [`AuditRecord::args`] was cut.
+    /// True when [`CallIdentity::args`] was cut.
     pub args_truncated: bool,
+}
+
+impl CallIdentity {
+    /// The identity of call `call_id` to `tool` in turn `turn_id`, issued by
+    /// `origin`, with `args` as recorded (redacted and cut) and whether they
+    /// were cut.
+    pub(crate) fn new(turn_id: &str, call_id: &str, tool: &str, origin: &CallOrigin, args: (String, bool)) -> Self {
+        CallIdentity {
+            turn_id: turn_id.to_owned(),
+            call_id: call_id.to_owned(),
+            parent_call_id: origin.parent_call_id().map(str::to_owned),
+            script_run_id: origin.run_id().map(str::to_owned),
+            tool: tool.to_owned(),
+            origin: origin.kind().to_owned(),
+            depth: origin.depth(),
+            args: args.0,
+            args_truncated: args.1,
+        }
+    }
+}
+
+/// One row per call, written when the call ends, whatever the outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    /// Who made the call and what it asked.
+    pub call: CallIdentity,
     /// The step that refused or ended the call; `None` when the tool returned.
     pub step: Option<Step>,
     /// The failure code: a [`Code`], or the tool's own code for status `error`.
@@ -74,23 +105,32 @@ pub enum LedgerState {
     Settled,
 }
 
+impl LedgerState {
+    /// `"started"` or `"settled"`, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerState::Started => "started",
+            LedgerState::Settled => "settled",
+        }
+    }
+
+    /// The state named `name` by [`LedgerState::as_str`], if any.
+    pub fn parse(name: &str) -> Option<LedgerState> {
+        [LedgerState::Started, LedgerState::Settled].into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+impl fmt::Display for LedgerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One effect-ledger row: a call of a tool with effects.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LedgerEntry {
-    /// The turn.
-    pub turn_id: String,
-    /// The call's id; `(turn_id, call_id)` is unique.
-    pub call_id: String,
-    /// The immediate parent's call id.
-    pub parent_call_id: Option<String>,
-    /// The script run, for a script's call.
-    pub script_run_id: Option<String>,
-    /// The tool.
-    pub tool: String,
-    /// `"model"` or `"script"`.
-    pub origin: String,
-    /// The arguments as JSON text, redacted and capped.
-    pub args: String,
+    /// Who made the call and what it asked.
+    pub call: CallIdentity,
     /// True when the call needed approval (and got it).
     pub approval_required: bool,
     /// Started or settled.
@@ -103,104 +143,10 @@ pub struct LedgerEntry {
     pub outcome: Option<CallStatus>,
 }
 
-/// Where audit rows and ledger rows go. Methods may block briefly; the turn
-/// calls them on tokio's blocking pool, except when a call is dropped
-/// mid-way (its audit row is then written from `Drop`, on whatever thread
-/// drops it).
-pub trait AuditStore: Send + Sync + 'static {
-    /// Appends an audit row.
-    ///
-    /// # Errors
-    /// If the row could not be stored.
-    fn record(&self, record: &AuditRecord) -> Result<(), StoreError>;
-
-    /// Records `started`. Must be durable when it returns `Ok`: the tool runs
-    /// only after.
-    ///
-    /// # Errors
-    /// If the row is not durable, or a row for this call already exists
-    /// ([`StoreError::DuplicateLedgerRow`]); the turn then refuses to run the tool.
-    fn ledger_started(&self, entry: &LedgerEntry) -> Result<(), StoreError>;
-
-    /// Marks the call settled with `outcome`.
-    ///
-    /// # Errors
-    /// If the row could not be updated.
-    fn ledger_settled(
-        &self,
-        turn_id: &str,
-        call_id: &str,
-        outcome: CallStatus,
-        settled_at_ms: i64,
-    ) -> Result<(), StoreError>;
-
-    /// The turn's ledger rows, in the order they started.
-    ///
-    /// # Errors
-    /// If the rows could not be read.
-    fn ledger(&self, turn_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
-
-    /// The turn's audit rows, in the order they were written.
-    ///
-    /// # Errors
-    /// If the rows could not be read.
-    fn audit_log(&self, turn_id: &str) -> Result<Vec<AuditRecord>, StoreError>;
-}
-
-/// An [`AuditStore`] in memory. Nothing survives the process: for tests and
-/// turns that need no durable record.
-#[derive(Debug, Default)]
-pub struct MemoryAuditStore {
-    audit: Mutex<Vec<AuditRecord>>,
-    ledger: Mutex<Vec<LedgerEntry>>,
-}
-
-impl MemoryAuditStore {
-    /// An empty store.
-    pub fn new() -> Self {
-        MemoryAuditStore::default()
-    }
-}
-
-impl AuditStore for MemoryAuditStore {
-    fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
-        self.audit.lock().unwrap_or_else(|p| p.into_inner()).push(record.clone());
-        Ok(())
-    }
-
-    fn ledger_started(&self, entry: &LedgerEntry) -> Result<(), StoreError> {
-        let mut ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
-        if ledger.iter().any(|e| e.turn_id == entry.turn_id && e.call_id == entry.call_id) {
-            return Err(StoreError::DuplicateLedgerRow(entry.call_id.clone()));
-        }
-        ledger.push(entry.clone());
-        Ok(())
-    }
-
-    fn ledger_settled(
-        &self,
-        turn_id: &str,
-        call_id: &str,
-        outcome: CallStatus,
-        settled_at_ms: i64,
-    ) -> Result<(), StoreError> {
-        let mut ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = ledger.iter_mut().find(|e| e.turn_id == turn_id && e.call_id == call_id) {
-            e.state = LedgerState::Settled;
-            e.settled_at_ms = Some(settled_at_ms);
-            e.outcome = Some(outcome);
-        }
-        Ok(())
-    }
-
-    fn ledger(&self, turn_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
-        let ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(ledger.iter().filter(|e| e.turn_id == turn_id).cloned().collect())
-    }
-
-    fn audit_log(&self, turn_id: &str) -> Result<Vec<AuditRecord>, StoreError> {
-        let audit = self.audit.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(audit.iter().filter(|r| r.turn_id == turn_id).cloned().collect())
+impl LedgerEntry {
+    /// A row `started` now (`started_at_ms`), not settled.
+    pub fn started(call: CallIdentity, approval_required: bool, started_at_ms: i64) -> Self {
+        LedgerEntry { call, approval_required, state: LedgerState::Started, started_at_ms, settled_at_ms: None, outcome: None }
     }
 }
 

@@ -1,7 +1,9 @@
 //! [`TurnBuilder`]: how a [`Turn`] is put together, with every default.
 
 use super::approval::{Approver, PolicyApprover};
-use super::audit::{AuditStore, MemoryAuditStore, Redactor};
+use super::audit::Redactor;
+use super::memory::MemoryAuditStore;
+use super::store::AuditStore;
 use super::budget::CallBudget;
 use super::error::TurnError;
 use super::events::{EventSink, NoEvents};

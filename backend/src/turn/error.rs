@@ -1,6 +1,8 @@
 //! Errors of building and driving a turn. A refused or failed CALL is not an
 //! error: it is a [`CallResult`](super::CallResult) with a failure outcome.
 
+use super::audit::LedgerState;
+
 /// Why a turn could not be built, or a turn-level operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
@@ -37,12 +39,28 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
-    /// A ledger row for this call already exists.
-    #[error("the ledger already holds call `{0}`")]
-    DuplicateLedgerRow(String),
-    /// The blocking task that ran the write did not finish (it panicked).
-    #[error("the audit write did not finish: {0}")]
-    Task(String),
+    /// The ledger already holds this call id and the tool's replay rule
+    /// refuses to run it again (see [`start_verdict`](super::start_verdict)).
+    #[error("the ledger already holds call `{call_id}` ({state})")]
+    Replayed {
+        /// The call id.
+        call_id: String,
+        /// The state of the row already there.
+        state: LedgerState,
+    },
+    /// The group of writes this write was committed with failed: nothing in
+    /// it is durable.
+    #[error("the audit database could not commit: {0}")]
+    Commit(String),
+    /// The store's write queue is full and the caller could not wait.
+    #[error("the audit store's queue is full (`{capacity}` writes waiting)")]
+    QueueFull {
+        /// The queue's capacity.
+        capacity: usize,
+    },
+    /// The store no longer takes writes (its writer stopped or never started).
+    #[error("the audit store is closed: {0}")]
+    Closed(String),
     /// Another store implementation failed.
     #[error("the audit store failed: {0}")]
     Other(String),

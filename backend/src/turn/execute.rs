@@ -11,7 +11,7 @@
 //! The messages of every refusal live with their codes in `tether_codes`.
 
 use super::approval::{ApprovalRecord, ApprovalRequest, ApprovalVerdict};
-use super::audit::{LedgerEntry, unix_ms};
+use super::audit::{LedgerEntry, LedgerState, unix_ms};
 use super::budget::Reservation;
 use super::call::{CallRequest, CallResult, CallStatus, Failure};
 use super::error::StoreError;
@@ -22,6 +22,7 @@ use super::policy::PolicyAction;
 use super::registry::{Lookup, Tool};
 use super::state::{Turn, ended_reason};
 use super::step::Step;
+use super::store::StoreWrite;
 use super::tool::{ApprovalRequirement, ToolOutput};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -248,20 +249,7 @@ impl Turn {
         let meta = tool.meta();
         let limit = meta.time_limit.unwrap_or(self.inner.limits.default_tool_time_limit);
         let effects = !meta.read_only;
-        let ledger = LedgerEntry {
-            turn_id: self.id().to_owned(),
-            call_id: request.id.clone(),
-            parent_call_id: origin.parent_call_id().map(str::to_owned),
-            script_run_id: origin.run_id().map(str::to_owned),
-            tool: name.to_owned(),
-            origin: origin.kind().to_owned(),
-            args: guard.recorded_args().to_owned(),
-            approval_required,
-            state: super::audit::LedgerState::Started,
-            started_at_ms: unix_ms(SystemTime::now()),
-            settled_at_ms: None,
-            outcome: None,
-        };
+        let ledger = LedgerEntry::started(guard.identity().clone(), approval_required, unix_ms(SystemTime::now()));
         let context = ToolContext { turn: Arc::new(self.clone()), call_id: request.id.clone(), origin: origin.clone() };
         let executor = tool.executor();
         let args = request.args.clone();
@@ -274,12 +262,14 @@ impl Turn {
                 (true, false) => Some(Held::Exclusive(self.inner.gate.write().await)),
             };
             if effects {
-                let (turn_id, call_id) = (ledger.turn_id.clone(), ledger.call_id.clone());
-                match self.blocking(move |store| store.ledger_started(&ledger)).await {
+                let (turn_id, call_id) = (ledger.call.turn_id.clone(), ledger.call.call_id.clone());
+                // Resolves once `started` is committed: the tool runs only after.
+                match self.inner.store.ledger_started(ledger, meta.replay).await {
                     Ok(()) => {}
-                    Err(StoreError::DuplicateLedgerRow(call_id)) => {
+                    Err(StoreError::Replayed { call_id, state }) => {
                         tracing::warn!(%call_id, "the ledger already holds this call id; not running the tool again");
-                        return Err(Failure::new(&Reason::ReplayedCall { call_id, settled: true }, Step::Execution));
+                        let settled = state == LedgerState::Settled;
+                        return Err(Failure::new(&Reason::ReplayedCall { call_id, settled }, Step::Execution));
                     }
                     Err(error) => {
                         tracing::error!(%error, "cannot record `started` in the effect ledger; not running the tool");
@@ -289,10 +279,9 @@ impl Turn {
                 slot.keep();
                 let returned = self.run_executor(executor, context, args, limit, name).await?;
                 let outcome = if returned.is_ok() { CallStatus::Ok } else { CallStatus::Error };
-                let settled_at = unix_ms(SystemTime::now());
-                if let Err(error) =
-                    self.blocking(move |s| s.ledger_settled(&turn_id, &call_id, outcome, settled_at)).await
-                {
+                let settled = StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms: unix_ms(SystemTime::now()) };
+                // Enqueued in order; committed by the next group commit, which the call does not wait for.
+                if let Err(error) = self.inner.store.enqueue(settled).await {
                     tracing::error!(%error, "cannot record `settled` in the effect ledger");
                 }
                 Ok(returned)
@@ -333,9 +322,10 @@ mod tests {
     use super::*;
     use crate::turn::{
         AdminPolicy, Answer, ApprovalVerdict, ArgMatch, AuditStore, CallOutcome, CallPattern, CallStatus, EventLog,
-        LedgerState, MemoryAuditStore, PolicyApprover, ToolEvent, ToolOutput, ToolSpec, TurnBuilder, UserPermissions,
-        executor_fn,
+        LedgerState, MemoryAuditStore, PolicyApprover, ToolEvent, ToolOutput, ToolReplay, ToolSpec, TurnBuilder,
+        UserPermissions, executor_fn,
     };
+    use crate::turn::audit::CallIdentity;
     use serde_json::{Value, json};
     use tether_codes::Code;
     use std::collections::HashMap;
@@ -436,6 +426,7 @@ mod tests {
             (ToolSpec::new("hold", "", schema()).requires_approval().allow_repeats(), "hold"),
             (ToolSpec::new("slow", "", schema()).time_limit(Duration::from_millis(30)).requires_approval(), "hold"),
             (ToolSpec::new("overlap", "", schema()).allow_repeats(), "overlap"),
+            (ToolSpec::new("again", "", schema()).replay_safe(), "again"),
             (ToolSpec::new("overlap_safe", "", schema()).concurrency_safe().allow_repeats(), "overlap_safe"),
             (ToolSpec::new("panics", "", schema()), "panics"),
             (ToolSpec::new("fails", "", schema()), "fails"),
@@ -477,9 +468,9 @@ mod tests {
         assert!(denied.failure().unwrap().message.contains("nothing today"));
         assert!(s.approver.asked().is_empty(), "a denied call never reaches the approver");
         assert_eq!(s.probe.runs("mail"), 0);
-        assert!(s.store.ledger("t1").unwrap().is_empty(), "a refused call writes no ledger row");
+        assert!(s.store.ledger("t1").await.unwrap().is_empty(), "a refused call writes no ledger row");
         assert_eq!(s.turn.calls_used(), 0, "refused calls give their budget slot back");
-        let audit = s.store.audit_log("t1").unwrap();
+        let audit = s.store.audit_log("t1").await.unwrap();
         assert_eq!(audit.len(), 4);
         assert_eq!(audit[3].display_name(), Some("Blocked by policy"));
         assert_eq!(s.events.unpaired(), Vec::<String>::new());
@@ -514,21 +505,21 @@ mod tests {
         let s = setup(PolicyApprover::approve_all().with_tool("hold", Answer::Deny), |b| b);
         let sent = model(&s.turn, "c1", "mail", json!({"n": 1})).await;
         assert!(matches!(sent.outcome, CallOutcome::Ok(_)), "{sent:?}");
-        let ledger = s.store.ledger("t1").unwrap();
+        let ledger = s.store.ledger("t1").await.unwrap();
         assert_eq!((ledger.len(), ledger[0].state, ledger[0].approval_required), (1, LedgerState::Settled, true));
 
         let denied = model(&s.turn, "c2", "hold", json!({})).await;
         assert_eq!(code(&denied), Some(Code::ApprovalDenied));
         assert_eq!(denied.approval.as_ref().unwrap().decided_by, "policy");
         assert_eq!(s.probe.runs("hold"), 0, "a denied call never runs");
-        assert_eq!(s.store.ledger("t1").unwrap().len(), 1, "nor gets a ledger row");
+        assert_eq!(s.store.ledger("t1").await.unwrap().len(), 1, "nor gets a ledger row");
 
         let s = setup(PolicyApprover::never_answer(), |b| b);
         let waited = model(&s.turn, "c1", "mail", json!({})).await;
         assert_eq!(code(&waited), Some(Code::ApprovalTimeout));
         assert_eq!(waited.approval.as_ref().unwrap().verdict, ApprovalVerdict::TimedOut);
         assert_eq!(s.probe.runs("mail"), 0);
-        let row = &s.store.audit_log("t1").unwrap()[0];
+        let row = &s.store.audit_log("t1").await.unwrap()[0];
         assert_eq!((row.approval, row.decided_by.as_deref()), (Some(ApprovalVerdict::TimedOut), Some("timeout")));
     }
 
@@ -571,7 +562,7 @@ mod tests {
         let slow = model(&s.turn, "c1", "slow", json!({})).await;
         assert_eq!((code(&slow), slow.failure().unwrap().step), (Some(Code::ToolTimeout), Step::Execution));
         let possibly = s.turn.possibly_executed_approval_actions().await.unwrap();
-        assert_eq!(possibly.iter().map(|e| e.call_id.as_str()).collect::<Vec<_>>(), ["c1"]);
+        assert_eq!(possibly.iter().map(|e| e.call.call_id.as_str()).collect::<Vec<_>>(), ["c1"]);
     }
 
     #[tokio::test]
@@ -580,7 +571,7 @@ mod tests {
         let failed = model(&s.turn, "c1", "fails", json!({})).await;
         assert_eq!(failed.status(), CallStatus::Error);
         assert_eq!(failed.error_code(), Some("not_found"));
-        assert_eq!(s.store.ledger("t1").unwrap()[0].outcome, Some(CallStatus::Error), "a tool error settles");
+        assert_eq!(s.store.ledger("t1").await.unwrap()[0].outcome, Some(CallStatus::Error), "a tool error settles");
         let panicked = model(&s.turn, "c2", "panics", json!({})).await;
         assert_eq!(code(&panicked), Some(Code::ToolFailed));
         // The same asks-the-user tool: fine for the model, refused for a script.
@@ -588,10 +579,10 @@ mod tests {
         let from_script = s.turn.execute(CallRequest::new("p/1", "ask", json!({})), script()).await;
         assert_eq!(code(&from_script), Some(Code::NotCallableFromScript));
         assert_eq!(s.probe.runs("ask"), 1);
-        let row = s.store.audit_log("t1").unwrap().pop().unwrap();
+        let row = s.store.audit_log("t1").await.unwrap().pop().unwrap();
         assert_eq!(
-            (row.origin.as_str(), row.parent_call_id.as_deref(), row.script_run_id.as_deref()),
-            ("script", Some("p"), Some("t1/run-1"))
+            (row.call.origin.as_str(), row.call.parent_call_id.as_deref(), row.call.script_run_id.as_deref(), row.call.depth),
+            ("script", Some("p"), Some("t1/run-1"), 1)
         );
     }
 
@@ -639,9 +630,9 @@ mod tests {
             "{events:?}"
         );
         assert_eq!(s.events.unpaired(), Vec::<String>::new());
-        let row = s.store.audit_log("t1").unwrap().pop().unwrap();
+        let row = s.store.audit_log("t1").await.unwrap().pop().unwrap();
         assert_eq!((row.status, row.code.as_deref()), (CallStatus::Abandoned, Some("parent_settled")));
-        assert_eq!(s.store.ledger("t1").unwrap()[0].state, LedgerState::Started);
+        assert_eq!(s.store.ledger("t1").await.unwrap()[0].state, LedgerState::Started);
     }
 
     #[tokio::test]
@@ -671,32 +662,78 @@ mod tests {
         });
         let result = model(&s.turn, "c1", "mail", json!({"to": "dana@example.com"})).await;
         assert_eq!(result.outcome, CallOutcome::Ok(json!({"tool": "mail", "args": {"to": "dana@example.com"}})));
-        assert_eq!(s.store.audit_log("t1").unwrap()[0].args, r#"{"to":"[redacted]"}"#);
-        assert_eq!(s.store.ledger("t1").unwrap()[0].args, r#"{"to":"[redacted]"}"#);
+        assert_eq!(s.store.audit_log("t1").await.unwrap()[0].call.args, r#"{"to":"[redacted]"}"#);
+        assert_eq!(s.store.ledger("t1").await.unwrap()[0].call.args, r#"{"to":"[redacted]"}"#);
         assert!(
             matches!(&s.events.events()[0], ToolEvent::ToolStarted { args: Some(a), .. } if a["to"] == "[redacted]")
         );
         assert_eq!(result.to_model_value()["ok"], json!(true));
     }
 
+    #[tokio::test]
+    async fn a_call_id_the_ledger_holds_runs_again_only_for_a_replay_safe_tool() {
+        let s = setup(PolicyApprover::approve_all(), |b| b);
+        assert!(model(&s.turn, "c1", "ping", json!({"n": 1})).await.failure().is_none());
+        // Other arguments, so that no earlier check refuses it as a repeat.
+        let replayed = model(&s.turn, "c1", "ping", json!({"n": 2})).await;
+        let failure = replayed.failure().unwrap();
+        assert_eq!((failure.code, failure.step), (Code::ReplayedCall, Step::Execution));
+        assert_eq!(failure.display_name(), "Replayed call refused");
+        assert_eq!(failure.message, Reason::ReplayedCall { call_id: "c1".into(), settled: true }.message());
+        assert!(failure.message.starts_with("call id `c1` already ran in this turn"), "{}", failure.message);
+        assert_eq!(s.probe.runs("ping"), 1, "the tool ran once");
+        assert_eq!(s.turn.calls_used(), 1, "the refused replay gave its budget slot back");
+
+        for n in 1..=2 {
+            assert!(model(&s.turn, "c2", "again", json!({"n": n})).await.failure().is_none());
+        }
+        assert_eq!(s.probe.runs("again"), 2, "a replay-safe tool runs again under its settled id");
+        let ledger = s.store.ledger("t1").await.unwrap();
+        assert_eq!(
+            ledger.iter().map(|e| (e.call.call_id.as_str(), e.state)).collect::<Vec<_>>(),
+            [("c1", LedgerState::Settled), ("c2", LedgerState::Settled)]
+        );
+        let audit = s.store.audit_log("t1").await.unwrap();
+        assert_eq!(audit[1].code.as_deref(), Some("replayed_call"));
+    }
+
+    #[tokio::test]
+    async fn a_call_id_still_started_is_refused_for_every_tool() {
+        // As after a crash: rows `started`, whose effects may have happened.
+        let store = Arc::new(MemoryAuditStore::new());
+        for (id, tool) in [("c1", "ping"), ("c2", "again")] {
+            let call = CallIdentity::new("t1", id, tool, &CallOrigin::Model, ("{}".into(), false));
+            store.ledger_started(LedgerEntry::started(call, false, 1), ToolReplay::Never).await.unwrap();
+        }
+        let s = setup(PolicyApprover::approve_all(), |b| b.audit_store(store.clone()));
+        for (id, tool) in [("c1", "ping"), ("c2", "again")] {
+            let refused = model(&s.turn, id, tool, json!({})).await;
+            assert_eq!(code(&refused), Some(Code::ReplayedCall), "{tool}");
+            let expected = format!("call id `{id}` already started (it may have run) in this turn;");
+            assert!(refused.failure().unwrap().message.starts_with(&expected), "{refused:?}");
+        }
+        assert_eq!((s.probe.runs("ping"), s.probe.runs("again")), (0, 0), "neither ran");
+    }
+
     /// A store whose ledger refuses every `started`.
     struct BrokenLedger(MemoryAuditStore);
 
+    #[async_trait::async_trait]
     impl AuditStore for BrokenLedger {
-        fn record(&self, record: &crate::turn::AuditRecord) -> Result<(), crate::turn::StoreError> {
-            self.0.record(record)
+        async fn enqueue(&self, write: StoreWrite) -> Result<crate::turn::Commit, StoreError> {
+            self.try_enqueue(write)
         }
-        fn ledger_started(&self, _: &crate::turn::LedgerEntry) -> Result<(), crate::turn::StoreError> {
-            Err(crate::turn::StoreError::Other("disk full".into()))
+        fn try_enqueue(&self, write: StoreWrite) -> Result<crate::turn::Commit, StoreError> {
+            match write {
+                StoreWrite::Started { .. } => Ok(crate::turn::Commit::done(Err(StoreError::Other("disk full".into())))),
+                other => self.0.try_enqueue(other),
+            }
         }
-        fn ledger_settled(&self, t: &str, c: &str, o: CallStatus, at: i64) -> Result<(), crate::turn::StoreError> {
-            self.0.ledger_settled(t, c, o, at)
+        async fn ledger(&self, t: &str) -> Result<Vec<crate::turn::LedgerEntry>, StoreError> {
+            self.0.ledger(t).await
         }
-        fn ledger(&self, t: &str) -> Result<Vec<crate::turn::LedgerEntry>, crate::turn::StoreError> {
-            self.0.ledger(t)
-        }
-        fn audit_log(&self, t: &str) -> Result<Vec<crate::turn::AuditRecord>, crate::turn::StoreError> {
-            self.0.audit_log(t)
+        async fn audit_log(&self, t: &str) -> Result<Vec<crate::turn::AuditRecord>, StoreError> {
+            self.0.audit_log(t).await
         }
     }
 
@@ -711,7 +748,7 @@ mod tests {
         // A read-only tool needs no ledger row and runs.
         let s = setup(PolicyApprover::approve_all(), |b| b.audit_store(store.clone()));
         assert!(model(&s.turn, "c2", "look", json!({})).await.failure().is_none());
-        assert_eq!(store.audit_log("t1").unwrap().len(), 2, "both calls were audited");
+        assert_eq!(store.audit_log("t1").await.unwrap().len(), 2, "both calls were audited");
     }
 
     #[tokio::test]
@@ -727,8 +764,8 @@ mod tests {
         assert_eq!(s.probe.runs("nest"), 1);
         let listed: Vec<String> = s.turn.callable_tools(2).into_iter().map(|t| t.name).collect();
         assert!(!listed.contains(&"nest".to_owned()) && listed.contains(&"look".to_owned()), "{listed:?}");
-        let row = s.store.audit_log("t1").unwrap().into_iter().find(|r| r.call_id == "b").unwrap();
-        assert_eq!((row.origin.as_str(), row.code.as_deref()), ("tool", Some("depth_limit_exceeded")));
+        let row = s.store.audit_log("t1").await.unwrap().into_iter().find(|r| r.call.call_id == "b").unwrap();
+        assert_eq!((row.call.origin.as_str(), row.code.as_deref()), ("tool", Some("depth_limit_exceeded")));
     }
 
     #[tokio::test]
@@ -747,9 +784,9 @@ mod tests {
             .unwrap();
         let result = model(&turn, "c1", "outer", json!({})).await;
         assert!(result.failure().is_none(), "{result:?}");
-        let rows = store.audit_log("t1").unwrap();
-        let nested = rows.iter().find(|r| r.call_id == "c1/1").unwrap();
-        assert_eq!((nested.origin.as_str(), nested.parent_call_id.as_deref()), ("tool", Some("c1")));
+        let rows = store.audit_log("t1").await.unwrap();
+        let nested = rows.iter().find(|r| r.call.call_id == "c1/1").unwrap();
+        assert_eq!((nested.call.origin.as_str(), nested.call.parent_call_id.as_deref()), ("tool", Some("c1")));
         assert_eq!(probe.runs("ask"), 1);
     }
 
@@ -763,10 +800,10 @@ mod tests {
         let message = &result.failure().unwrap().message;
         assert!(message.contains("ran and its effect happened") && message.contains("do not call it again"), "{message}");
         assert_eq!(s.probe.runs("once"), 1, "one effect");
-        let ledger = s.store.ledger("t1").unwrap();
+        let ledger = s.store.ledger("t1").await.unwrap();
         assert_eq!(ledger.len(), 1);
         assert_eq!((ledger[0].state, ledger[0].outcome), (LedgerState::Settled, Some(CallStatus::Ok)));
-        let row = s.store.audit_log("t1").unwrap().pop().unwrap();
+        let row = s.store.audit_log("t1").await.unwrap().pop().unwrap();
         assert_eq!((row.status, row.code.as_deref()), (CallStatus::Undelivered, Some("result_too_large")));
     }
 

@@ -4,12 +4,13 @@
 //! before it settled (its parent settled, or the turn ended and dropped it).
 
 use super::approval::{ApprovalRecord, ApprovalVerdict};
-use super::audit::{AuditRecord, cut, unix_ms};
+use super::audit::{AuditRecord, CallIdentity, cut, unix_ms};
 use super::call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure};
 use super::events::ToolEvent;
 use super::origin::CallOrigin;
 use super::state::{Turn, ended_reason};
 use super::step::Step;
+use super::store::StoreWrite;
 use super::tool::{ToolError, ToolOutput};
 use tether_codes::{Code, Reason};
 use std::time::{Duration, Instant, SystemTime};
@@ -20,10 +21,7 @@ pub(crate) type StepsOutcome = Result<Result<ToolOutput, ToolError>, Failure>;
 /// One call's bookkeeping while it goes through the steps.
 pub(crate) struct CallGuard {
     turn: Turn,
-    call_id: String,
-    tool: String,
-    origin: CallOrigin,
-    args: (String, bool),
+    identity: CallIdentity,
     started_wall: SystemTime,
     started: Instant,
     /// The step the call is at (the step recorded if it is dropped).
@@ -31,6 +29,9 @@ pub(crate) struct CallGuard {
     /// The approval verdict, once the approval step decided.
     pub(crate) approval: Option<ApprovalRecord>,
     settled: bool,
+    /// The audit row [`CallGuard::finish`] is enqueuing; written from `Drop`
+    /// if the finish is dropped before the row is queued.
+    unqueued: Option<AuditRecord>,
 }
 
 impl CallGuard {
@@ -46,35 +47,27 @@ impl CallGuard {
             origin: origin.clone(),
             args: turn.limits().capture_payloads.then_some(shown),
         });
+        let identity = CallIdentity::new(turn.id(), &request.id, &request.name, origin, args);
         CallGuard {
             turn,
-            call_id: request.id.clone(),
-            tool: request.name.clone(),
-            origin: origin.clone(),
-            args,
+            identity,
             started_wall: SystemTime::now(),
             started: Instant::now(),
             step: Step::Budget,
             approval: None,
             settled: false,
+            unqueued: None,
         }
     }
 
-    /// The (redacted, capped) arguments as recorded.
-    pub(crate) fn recorded_args(&self) -> &str {
-        &self.args.0
+    /// The call's identity as its audit and ledger rows record it.
+    pub(crate) fn identity(&self) -> &CallIdentity {
+        &self.identity
     }
 
     fn record(&self, status: CallStatus, step: Option<Step>, code: Option<String>, duration: Duration) -> AuditRecord {
         AuditRecord {
-            turn_id: self.turn.id().to_owned(),
-            call_id: self.call_id.clone(),
-            parent_call_id: self.origin.parent_call_id().map(str::to_owned),
-            script_run_id: self.origin.run_id().map(str::to_owned),
-            tool: self.tool.clone(),
-            origin: self.origin.kind().to_owned(),
-            args: self.args.0.clone(),
-            args_truncated: self.args.1,
+            call: self.identity.clone(),
             step,
             code,
             approval: self.approval.as_ref().map(|a| a.verdict),
@@ -86,12 +79,14 @@ impl CallGuard {
         }
     }
 
-    /// Settles the call: emits its terminal event and writes its audit row
-    /// (step 9, on the blocking pool), then returns the result.
+    /// Settles the call: emits its terminal event and enqueues its audit row
+    /// (step 9; committed by the store's next group commit, which the call
+    /// does not wait for), then returns the result.
     ///
     /// # Cancel safety
     /// The event is emitted and the call marked settled before the first
-    /// await; the audit write runs to completion even if this is dropped.
+    /// await; if this is dropped while the row waits for room in the
+    /// store's queue, `Drop` enqueues it without waiting.
     pub(crate) async fn finish(mut self, outcome: StepsOutcome) -> CallResult {
         let duration = self.started.elapsed();
         let (outcome, metadata) = match outcome {
@@ -100,21 +95,21 @@ impl CallGuard {
             Err(failure) => (CallOutcome::Failed(failure), None),
         };
         let result = CallResult {
-            call_id: self.call_id.clone(),
-            tool: self.tool.clone(),
+            call_id: self.identity.call_id.clone(),
+            tool: self.identity.tool.clone(),
             outcome,
             metadata,
             approval: self.approval.clone(),
-            recorded_args: self.args.0.clone(),
+            recorded_args: self.identity.args.clone(),
         };
-        let (turn_id, parent_call_id) = (self.turn.id().to_owned(), self.origin.parent_call_id().map(str::to_owned));
+        let (turn_id, parent_call_id) = (self.turn.id().to_owned(), self.identity.parent_call_id.clone());
         let (event, step, code) = match &result.outcome {
             CallOutcome::Ok(_) | CallOutcome::ToolError { .. } => (
                 ToolEvent::ToolCompleted {
                     turn_id,
-                    call_id: self.call_id.clone(),
+                    call_id: self.identity.call_id.clone(),
                     parent_call_id,
-                    tool: self.tool.clone(),
+                    tool: self.identity.tool.clone(),
                     error_code: result.error_code().map(str::to_owned),
                     duration,
                     metadata: result.metadata.clone(),
@@ -125,9 +120,9 @@ impl CallGuard {
             CallOutcome::Failed(failure) => (
                 ToolEvent::ToolFailed {
                     turn_id,
-                    call_id: self.call_id.clone(),
+                    call_id: self.identity.call_id.clone(),
                     parent_call_id,
-                    tool: self.tool.clone(),
+                    tool: self.identity.tool.clone(),
                     code: failure.code,
                     step: failure.step,
                     message: failure.message.clone(),
@@ -143,15 +138,22 @@ impl CallGuard {
         if let Some(failure) = result.failure() {
             tracing::info!(code = %failure.code, step = %failure.step, "call refused or ended: {}", failure.message);
         }
-        if let Err(error) = self.turn.blocking(move |store| store.record(&record)).await {
+        self.unqueued = Some(record.clone());
+        // Durability is the next group commit's; the store logs a row it
+        // fails to commit.
+        if let Err(error) = self.turn.inner.store.enqueue(StoreWrite::Audit(record)).await {
             tracing::error!(%error, "cannot write the audit row");
         }
+        self.unqueued = None;
         result
     }
 }
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
+        if let Some(record) = self.unqueued.take() {
+            self.enqueue_now(record);
+        }
         if self.settled {
             return;
         }
@@ -167,18 +169,25 @@ impl Drop for CallGuard {
         let duration = self.started.elapsed();
         self.turn.inner.events.emit(&ToolEvent::ToolFailed {
             turn_id: self.turn.id().to_owned(),
-            call_id: self.call_id.clone(),
-            parent_call_id: self.origin.parent_call_id().map(str::to_owned),
-            tool: self.tool.clone(),
+            call_id: self.identity.call_id.clone(),
+            parent_call_id: self.identity.parent_call_id.clone(),
+            tool: self.identity.tool.clone(),
             code,
             step: self.step,
             message,
             duration,
         });
         let record = self.record(CallStatus::Abandoned, Some(self.step), Some(code.as_str().to_owned()), duration);
-        // No await is possible here: a short synchronous write (see `sqlite.rs`).
-        if let Err(error) = self.turn.inner.store.record(&record) {
-            tracing::error!(%error, call_id = %self.call_id, "cannot write the audit row of a dropped call");
+        self.enqueue_now(record);
+    }
+}
+
+impl CallGuard {
+    /// Enqueues `record` without waiting (no await is possible in `Drop`);
+    /// if the store's queue is full the row is lost, and logged instead.
+    fn enqueue_now(&self, record: AuditRecord) {
+        if let Err(error) = self.turn.inner.store.try_enqueue(StoreWrite::Audit(record)) {
+            tracing::error!(%error, call_id = %self.identity.call_id, "cannot write the audit row of a dropped call");
         }
     }
 }

@@ -12,7 +12,9 @@
 //! - `tool` / `executor` / `registry`: tools as data, how they run (and what
 //!   they may do with the turn: [`TurnAccess`]), the one list
 //! - `policy`, `precheck`, `budget`, `approval`: the individual checks
-//! - `audit` / `sqlite`: the audit log and effect ledger
+//! - `audit`: the records (audit row, ledger row, their shared call identity)
+//! - `store` / `sqlite` / `memory`: where records go — the [`AuditStore`]
+//!   trait, the SQLite store (one writer thread, group commit), the in-memory one
 //! - `events`, `summary`, `guard`: events, the nested-call summary, and
 //!   the guard that makes every started call settle exactly once
 //! - `script`: the script tool `run_script` — the one adapter to the sidecar
@@ -29,6 +31,7 @@ mod execute;
 mod executor;
 mod guard;
 mod limits;
+mod memory;
 mod origin;
 mod policy;
 mod precheck;
@@ -37,13 +40,12 @@ mod script;
 mod sqlite;
 mod state;
 mod step;
+mod store;
 mod summary;
 mod tool;
 
 pub use approval::{Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover};
-pub use audit::{
-    AuditRecord, AuditStore, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, MemoryAuditStore, Redactor,
-};
+pub use audit::{AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, Redactor};
 pub use budget::{CallBudget, Reservation};
 pub use builder::TurnBuilder;
 pub use call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure};
@@ -58,9 +60,11 @@ pub use policy::{
 pub use precheck::PreExecutionCheck;
 pub use registry::{ListedTool, Lookup, Tool, ToolRegistry};
 pub use script::{SCRIPT_TOOL_NAME, ScriptTool, activate_tools_tool};
-pub use sqlite::SqliteAuditStore;
+pub use memory::MemoryAuditStore;
+pub use sqlite::{DEFAULT_QUEUE_CAPACITY, SqliteAuditStore, StoreStats};
 pub use state::Turn;
 pub use step::Step;
+pub use store::{AuditStore, Commit, StartVerdict, StoreWrite, start_verdict};
 pub use summary::{MAX_NESTED_ENTRIES, NESTED_ARGS_BYTES, NESTED_ERROR_BYTES};
 pub use tether_codes::{Code, Reason};
 pub use tool::{

@@ -3,14 +3,15 @@
 //! by [`TurnBuilder`](super::TurnBuilder).
 
 use super::approval::Approver;
-use super::audit::{AuditRecord, AuditStore, LedgerEntry, Redactor};
+use super::audit::{AuditRecord, LedgerEntry, Redactor};
 use super::budget::CallBudget;
 use super::call::{CallRequest, CallResult, Failure};
-use super::error::{StoreError, TurnError};
+use super::error::TurnError;
 use super::events::EventSink;
 use super::executor::TurnAccess;
 use super::limits::TurnLimits;
 use super::origin::CallOrigin;
+use super::store::AuditStore;
 use super::policy::{AdminPolicy, UserPermissions};
 use super::precheck::PreExecutionCheck;
 use super::registry::{ListedTool, Tool, ToolRegistry};
@@ -181,32 +182,28 @@ impl Turn {
         format!("{}/run-{n}", self.inner.id)
     }
 
-    /// Runs `f` against the store on the blocking pool.
-    pub(crate) async fn blocking<T, F>(&self, f: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&dyn AuditStore) -> Result<T, StoreError> + Send + 'static,
-    {
-        let store = self.inner.store.clone();
-        tokio::task::spawn_blocking(move || f(store.as_ref())).await.map_err(|e| StoreError::Task(e.to_string()))?
-    }
-
-    /// The turn's audit rows, in the order written.
+    /// The turn's audit rows, in the order written, including every row
+    /// enqueued before this call.
     ///
     /// # Errors
     /// If the store cannot be read.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
     pub async fn audit_log(&self) -> Result<Vec<AuditRecord>, TurnError> {
-        let id = self.inner.id.clone();
-        Ok(self.blocking(move |s| s.audit_log(&id)).await?)
+        Ok(self.inner.store.audit_log(&self.inner.id).await?)
     }
 
-    /// The turn's effect-ledger rows, in the order they started.
+    /// The turn's effect-ledger rows, in the order they first started,
+    /// including every write enqueued before this call.
     ///
     /// # Errors
     /// If the store cannot be read.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
     pub async fn ledger(&self) -> Result<Vec<LedgerEntry>, TurnError> {
-        let id = self.inner.id.clone();
-        Ok(self.blocking(move |s| s.ledger(&id)).await?)
+        Ok(self.inner.store.ledger(&self.inner.id).await?)
     }
 
     /// Approval-required calls (the model's and every script's) that reached
@@ -218,6 +215,9 @@ impl Turn {
     ///
     /// # Errors
     /// If the store cannot be read.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
     pub async fn possibly_executed_approval_actions(&self) -> Result<Vec<LedgerEntry>, TurnError> {
         Ok(self
             .ledger()

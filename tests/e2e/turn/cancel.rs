@@ -40,7 +40,7 @@ await asyncio.gather(call_async('hold', {}), call_async('hold', {}), call_async(
     assert_eq!(audit.len(), 5, "{audit:#?}");
     assert!(audit.iter().all(|r| r.code.as_deref() == Some("cancelled")));
     let mut possibly: Vec<String> =
-        w.turn.possibly_executed_approval_actions().await.unwrap().into_iter().map(|e| e.call_id).collect();
+        w.turn.possibly_executed_approval_actions().await.unwrap().into_iter().map(|e| e.call.call_id).collect();
     possibly.sort();
     assert_eq!(possibly, ["m1", "s1/3"], "the model's send and the script's");
     assert!(w.turn.ledger().await.unwrap().iter().all(|e| e.state == LedgerState::Started));
@@ -65,12 +65,12 @@ async fn a_crash_between_started_and_settled_leaves_a_started_row() {
 
     let possibly = w.turn.possibly_executed_approval_actions().await.unwrap();
     assert_eq!(possibly.len(), 1);
-    assert_eq!((possibly[0].call_id.as_str(), possibly[0].tool.as_str()), ("s1/1", "send_slow"));
-    assert_eq!((possibly[0].origin.as_str(), possibly[0].parent_call_id.as_deref()), ("script", Some("s1")));
+    assert_eq!((possibly[0].call.call_id.as_str(), possibly[0].call.tool.as_str()), ("s1/1", "send_slow"));
+    assert_eq!((possibly[0].call.origin.as_str(), possibly[0].call.parent_call_id.as_deref()), ("script", Some("s1")));
 
     // After a restart, a fresh store on the same file sees the same row.
     let reopened = SqliteAuditStore::new(&w.db);
-    let rows = tether_backend::turn::AuditStore::ledger(&reopened, "turn-1").unwrap();
+    let rows = tether_backend::turn::AuditStore::ledger(&reopened, "turn-1").await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].state, LedgerState::Started);
     // The dropped calls still have one terminal event each ("parent settled").

@@ -52,13 +52,13 @@ async fn approval_granted_inside_a_script_runs_and_settles() {
     let ledger = w.turn.ledger().await.unwrap();
     assert_eq!(ledger.len(), 1);
     assert_eq!(
-        (ledger[0].call_id.as_str(), ledger[0].origin.as_str(), ledger[0].state),
+        (ledger[0].call.call_id.as_str(), ledger[0].call.origin.as_str(), ledger[0].state),
         ("s1/1", "script", LedgerState::Settled)
     );
     assert!(ledger[0].approval_required);
     // The email the script sent ran: a cancelled or failed turn must report it.
     let possibly = w.turn.possibly_executed_approval_actions().await.unwrap();
-    assert_eq!(possibly.iter().map(|e| (e.call_id.as_str(), e.state)).collect::<Vec<_>>(), [("s1/1", LedgerState::Settled)]);
+    assert_eq!(possibly.iter().map(|e| (e.call.call_id.as_str(), e.state)).collect::<Vec<_>>(), [("s1/1", LedgerState::Settled)]);
 }
 
 #[tokio::test]

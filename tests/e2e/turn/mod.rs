@@ -185,7 +185,7 @@ impl World {
 
     pub(super) async fn audit_row(&self, call_id: &str) -> AuditRecord {
         let rows = self.audit().await;
-        let matching: Vec<_> = rows.iter().filter(|r| r.call_id == call_id).cloned().collect();
+        let matching: Vec<_> = rows.iter().filter(|r| r.call.call_id == call_id).cloned().collect();
         assert_eq!(matching.len(), 1, "one audit row for `{call_id}`: {rows:#?}");
         matching[0].clone()
     }
@@ -215,11 +215,14 @@ call(input['tool'], input['args'])
 
 /// The audit row without what differs by origin: ids, origin, timings.
 pub(super) fn origin_free(row: &AuditRecord) -> AuditRecord {
+    let mut call = row.call.clone();
+    call.call_id = String::new();
+    call.parent_call_id = None;
+    call.script_run_id = None;
+    call.origin = String::new();
+    call.depth = 0;
     AuditRecord {
-        call_id: String::new(),
-        parent_call_id: None,
-        script_run_id: None,
-        origin: String::new(),
+        call,
         started_at_ms: 0,
         finished_at_ms: 0,
         duration_us: 0,
@@ -271,11 +274,12 @@ pub(super) async fn refused_both_ways(
     assert_eq!(model_row.display_name(), Some(code.display_name()));
     assert_eq!(script_row.display_name(), Some(code.display_name()));
     assert_eq!(
-        (model_row.origin.as_str(), model_row.parent_call_id.as_deref(), model_row.script_run_id.as_deref()),
+        (model_row.call.origin.as_str(), model_row.call.parent_call_id.as_deref(), model_row.call.script_run_id.as_deref()),
         ("model", None, None)
     );
-    assert_eq!((script_row.origin.as_str(), script_row.parent_call_id.as_deref()), ("script", Some("s1")));
-    assert!(script_row.script_run_id.is_some());
+    assert_eq!((script_row.call.origin.as_str(), script_row.call.parent_call_id.as_deref()), ("script", Some("s1")));
+    assert!(script_row.call.script_run_id.is_some());
+    assert_eq!((model_row.call.depth, script_row.call.depth), (0, 1), "the model's call is depth 0, a script's 1");
 
     // The same terminal event, the script's naming its parent.
     for (world, id, parent) in [(model_world, "m-target", None), (script_world, target.as_str(), Some("s1"))] {

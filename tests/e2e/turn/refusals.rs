@@ -101,7 +101,7 @@ async fn every_refusal_has_one_code_in_the_script_the_audit_log_and_the_events()
         let id = format!("s1/{}", n + 1);
         if n + 1 == 18 {
             // Past the cap the breach is audited once: the 18th call is not.
-            assert!(rows.iter().all(|r| r.call_id != id), "call {id} past the breach is not audited");
+            assert!(rows.iter().all(|r| r.call.call_id != id), "call {id} past the breach is not audited");
             continue;
         }
         let row = w.audit_row(&id).await;
@@ -117,7 +117,7 @@ async fn every_refusal_has_one_code_in_the_script_the_audit_log_and_the_events()
             let known = Code::parse(code).unwrap();
             assert_eq!(row.display_name(), Some(known.display_name()), "{id}");
         }
-        assert_eq!((row.origin.as_str(), row.parent_call_id.as_deref()), ("script", Some("s1")), "{id}");
+        assert_eq!((row.call.origin.as_str(), row.call.parent_call_id.as_deref()), ("script", Some("s1")), "{id}");
     }
     // The sidecar's refusals are recorded at the step before the turn's.
     for (id, step) in [("s1/13", Step::Sidecar), ("s1/14", Step::Sidecar), ("s1/17", Step::Sidecar), ("s1/4", Step::Arguments)] {
@@ -128,7 +128,7 @@ async fn every_refusal_has_one_code_in_the_script_the_audit_log_and_the_events()
     let big = w.audit_row("s1/12").await;
     assert_eq!(big.status, CallStatus::Undelivered);
     let ledger = w.turn.ledger().await.unwrap();
-    let big_ledger: Vec<_> = ledger.iter().filter(|e| e.call_id == "s1/12").collect();
+    let big_ledger: Vec<_> = ledger.iter().filter(|e| e.call.call_id == "s1/12").collect();
     assert_eq!(big_ledger.len(), 1);
     assert_eq!((big_ledger[0].state, big_ledger[0].outcome), (LedgerState::Settled, Some(CallStatus::Ok)));
     assert_eq!(w.events.unpaired(), Vec::<String>::new());

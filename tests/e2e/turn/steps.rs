@@ -64,13 +64,13 @@ results = [
         assert_eq!(seen[n][0], json!(false), "{tool}: {seen}");
         assert_eq!(seen[n][1], json!("not_callable_from_script"), "{tool}: {seen}");
         let row = w.audit_row(&format!("s1/{}", n + 1)).await;
-        assert_eq!((row.tool.as_str(), row.step, row.status), (*tool, Some(Step::ScriptExclusion), CallStatus::Failed));
+        assert_eq!((row.call.tool.as_str(), row.step, row.status), (*tool, Some(Step::ScriptExclusion), CallStatus::Failed));
         assert_eq!(row.display_name(), Some("Not available in scripts"));
     }
     assert!(seen[3][2].as_str().unwrap().contains("a script cannot run a script"), "{seen}");
     assert_eq!(w.probe.runs("ask_user") + w.probe.runs("on_device"), 0, "excluded tools never ran");
     assert!(!w.turn.callable_tools(1).iter().any(|t| t.name == "crm_lookup"), "activate_tools never ran");
-    let runs = w.audit().await.into_iter().filter(|r| r.tool == "run_script").count();
+    let runs = w.audit().await.into_iter().filter(|r| r.call.tool == "run_script").count();
     assert_eq!(runs, 2, "the model's run and the refused nested one; no second run happened");
 
     // The model may call every one of them.
@@ -202,7 +202,7 @@ async fn step_7_approval_times_out_with_the_same_wait_limit() {
     assert_eq!(m, s, "the same wait limit for both origins");
     for w in [&model, &script] {
         assert!(w.probe.world.outbox().is_empty());
-        let row = w.audit().await.into_iter().find(|r| r.tool == "send_email").unwrap();
+        let row = w.audit().await.into_iter().find(|r| r.call.tool == "send_email").unwrap();
         assert_eq!(row.decided_by.as_deref(), Some("timeout"));
     }
 }
@@ -216,7 +216,7 @@ async fn step_8_execution_ends_a_tool_past_its_time_limit() {
     // It did start, so its effect may have happened: the ledger says so.
     for (w, id) in [(&model, "m-target"), (&script, "s1/1")] {
         let possibly = w.turn.possibly_executed_approval_actions().await.unwrap();
-        assert_eq!(possibly.iter().map(|e| e.call_id.as_str()).collect::<Vec<_>>(), [id]);
+        assert_eq!(possibly.iter().map(|e| e.call.call_id.as_str()).collect::<Vec<_>>(), [id]);
     }
 }
 

@@ -1,0 +1,71 @@
+//! Whole runs over real gRPC on loopback against an embedded sidecar: a
+//! trivial run, one call round trip, and a batch under `asyncio.gather`.
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use tether_backend::{CallHandler, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
+use tether_cli::embedded::EmbeddedSidecar;
+use tether_sidecar::SidecarConfig;
+
+/// A no-op tool (`noop`) and a 1 ms tool (`slow`).
+struct Tools;
+
+#[async_trait::async_trait]
+impl CallHandler for Tools {
+    async fn call(&self, call: ScriptCall) -> ToolOutcome {
+        if call.name == "slow" {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        ToolOutcome::Ok(Value::Null)
+    }
+}
+
+async fn median_run(client: &SidecarClient, source: &str, samples: usize) -> anyhow::Result<Duration> {
+    let mut times = Vec::with_capacity(samples);
+    for i in 0..samples {
+        let request = RunRequest { input: json!(i), ..RunRequest::python(format!("bench-{i}"), source) };
+        let started = Instant::now();
+        let outcome = client.run(request, &Tools).await?;
+        times.push(started.elapsed());
+        anyhow::ensure!(outcome.is_ok(), "the bench script failed: {outcome:?}");
+    }
+    times.sort();
+    Ok(times[times.len() / 2])
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Runs the three run measurements and prints them.
+pub(crate) async fn run(samples: usize, calls: usize) -> anyhow::Result<()> {
+    let sidecar = EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the sidecar")?;
+    let client = SidecarClient::connect(&sidecar.url()).await?;
+    // Warm up: the compile cache, the pool, the connection.
+    median_run(&client, "1 + 1", 20).await?;
+
+    let trivial = median_run(&client, "1 + 1", samples).await?;
+    let with_calls = median_run(&client, &format!("for i in range({calls}):\n    call('noop')\n"), samples).await?;
+    let loop_only = median_run(&client, &format!("for i in range({calls}):\n    pass\n"), samples).await?;
+    let round_trip = with_calls.saturating_sub(loop_only) / calls as u32;
+
+    let gather_samples = (samples / 4).max(10);
+    let sequential = median_run(&client, "for i in range(20):\n    call('slow')\n", gather_samples).await?;
+    let gathered = median_run(
+        &client,
+        "import asyncio\nawait asyncio.gather(*[call_async('slow') for i in range(20)])\n",
+        gather_samples,
+    )
+    .await?;
+
+    println!("trivial run (1 + 1), median of {samples}: {:.3} ms", ms(trivial));
+    println!("call round trip over gRPC, median run of {calls} calls: {:.1} µs per call", round_trip.as_secs_f64() * 1e6);
+    println!(
+        "20 calls to a 1 ms tool: sequential {:.2} ms, asyncio.gather {:.2} ms (ratio {:.1}x)",
+        ms(sequential),
+        ms(gathered),
+        sequential.as_secs_f64() / gathered.as_secs_f64()
+    );
+    sidecar.stop().await
+}
