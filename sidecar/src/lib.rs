@@ -3,6 +3,7 @@
 //!
 //! Where things are:
 //! - `server`: the sidecar as a whole, served over TCP or a Unix socket
+//! - `unix_authority`: mends the `:authority` clients send on a Unix socket
 //! - `service`: the `tether.v1` gRPC service; one task per run
 //! - `run`: one run — a fresh store and instance, `_start`, its end
 //! - `calls`: the per-script call cap, the calls the sidecar refuses, forwarding
@@ -29,6 +30,7 @@ mod service;
 mod slots;
 mod state;
 mod stream;
+mod unix_authority;
 
 pub use config::{Limits, MAX_SENT_MESSAGE_BYTES, SidecarConfig};
 pub use engine::{EPOCH_TICK, EngineError};

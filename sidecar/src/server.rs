@@ -6,10 +6,12 @@ use crate::engine::{EngineError, SandboxEngine};
 use crate::memory::MemoryBudget;
 use crate::service::{Shared, SidecarService};
 use crate::slots::Capacity;
+use crate::unix_authority::AuthorityRewrite;
 use std::future::Future;
 use std::sync::Arc;
 use tether_proto::pb::sidecar_server::SidecarServer;
 use tokio::net::{TcpListener, UnixListener};
+use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::TcpIncoming;
 use tokio_util::sync::CancellationToken;
@@ -75,10 +77,15 @@ impl Sidecar {
 
     /// Serves on a Unix socket until `signal` completes, then stops every run.
     ///
+    /// Each connection's `:authority` is mended on the way in, so clients
+    /// that send the socket's path there (grpc-python) work with their
+    /// default options; see `unix_authority`.
+    ///
     /// # Errors
     /// If the server fails.
     pub async fn serve_unix(&self, listener: UnixListener, signal: impl Future<Output = ()>) -> Result<(), SidecarError> {
-        self.serve(UnixListenerStream::new(listener), signal).await
+        let incoming = UnixListenerStream::new(listener).map(|accepted| accepted.map(AuthorityRewrite::new));
+        self.serve(incoming, signal).await
     }
 
     async fn serve<S, IO, E>(&self, incoming: S, signal: impl Future<Output = ()>) -> Result<(), SidecarError>

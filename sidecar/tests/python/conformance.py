@@ -183,15 +183,6 @@ async def check_output_streaming(stub):
     assert b"".join(outputs) == finished.stdout, (outputs, finished.stdout)
 
 
-def channel_options(target):
-    # grpc-python sends a Unix socket's path, percent-encoded, as the HTTP/2
-    # `:authority`, which the sidecar's HTTP/2 layer (h2) rejects. Until the
-    # sidecar accepts it (issue 14), clients name an authority themselves.
-    if target.startswith("unix:"):
-        return [("grpc.default_authority", "localhost")]
-    return []
-
-
 CHECKS = [
     check_calls_and_batch_out_of_order,
     check_failures_are_values,
@@ -208,7 +199,7 @@ CHECKS = [
 async def main(targets):
     for target in targets:
         # Default channel options: what a user of grpc-python gets.
-        async with grpc.aio.insecure_channel(target, options=channel_options(target)) as channel:
+        async with grpc.aio.insecure_channel(target) as channel:
             stub = pb_grpc.SidecarStub(channel)
             for check in CHECKS:
                 name = f"{target} {check.__name__}"
