@@ -14,6 +14,7 @@
 //! While a batch waits on the backend the run gives back its execution slot
 //! (see [`ExecutionSlot::give_back_while`]).
 
+use crate::error::cut;
 use crate::output::CapturedOutput;
 use crate::slots::ExecutionSlot;
 use crate::stream::{BackendGone, Outbound, PendingCalls};
@@ -28,6 +29,11 @@ use tracing::Instrument;
 
 /// Bytes of a refused call's arguments reported in `CallRefused`.
 const REFUSED_ARGS_BYTES: usize = 4096;
+
+/// The longest tool name a call may carry. Longer names are refused in the
+/// sidecar: no tool has one, and a name is not otherwise bounded by any limit
+/// (a multi-megabyte name would break the stream's message size).
+pub(crate) const MAX_TOOL_NAME_BYTES: usize = 256;
 
 /// Counters of one run, shared with the task that reports them.
 #[derive(Debug, Default)]
@@ -242,6 +248,10 @@ impl CallPort {
             self.cap_reported = true;
             return Verdict::Refuse { refusal: refuse(&Reason::ScriptCallCap { max: self.limits.max_calls }), report };
         }
+        if request.name.len() > MAX_TOOL_NAME_BYTES {
+            let reason = Reason::ToolNameTooLong { length: request.name.len(), max: MAX_TOOL_NAME_BYTES };
+            return Verdict::Refuse { refusal: refuse(&reason), report: true };
+        }
         if !request.args.is_object() {
             return Verdict::Refuse { refusal: refuse(&Reason::ArgumentsNotObject), report: true };
         }
@@ -290,18 +300,15 @@ impl CallPort {
     }
 }
 
-/// The `CallRefused` report of call `id`, with its arguments cut to
-/// [`REFUSED_ARGS_BYTES`].
+/// The `CallRefused` report of call `id`, with its name cut to
+/// [`MAX_TOOL_NAME_BYTES`] and its arguments to [`REFUSED_ARGS_BYTES`].
 fn refused(id: &str, name: &str, args_json: &str, batch: u32, reason: &Reason) -> pb::CallRefused {
-    let mut end = args_json.len().min(REFUSED_ARGS_BYTES);
-    while !args_json.is_char_boundary(end) {
-        end -= 1;
-    }
+    let args = cut(args_json, REFUSED_ARGS_BYTES);
     pb::CallRefused {
         id: id.to_owned(),
-        name: name.to_owned(),
-        args_json: args_json[..end].to_owned(),
-        args_truncated: end < args_json.len(),
+        name: cut(name, MAX_TOOL_NAME_BYTES).to_owned(),
+        args_json: args.to_owned(),
+        args_truncated: args.len() < args_json.len(),
         failure: Some(pb::Failure { code: reason.code().as_str().to_owned(), message: reason.message() }),
         batch,
     }

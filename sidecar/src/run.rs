@@ -150,9 +150,11 @@ async fn run_guest(pre: &InstancePre<RunState>, store: &mut Store<RunState>) -> 
     let instance = match pre.instantiate_async(&mut *store).await {
         Ok(instance) => instance,
         Err(error) => {
-            return match error.downcast_ref::<LimitExceeded>() {
-                Some(limit) => RunEnd::Limit(limit.clone()),
-                None => RunEnd::Internal(format!("instantiating the guest failed: {error:#}")),
+            // A trap here is the guest's own start code trapping: its fault.
+            return match (error.downcast_ref::<LimitExceeded>(), error.downcast_ref::<Trap>()) {
+                (Some(limit), _) => RunEnd::Limit(limit.clone()),
+                (None, Some(_)) => classify_trap(error),
+                (None, None) => RunEnd::Internal(format!("instantiating the guest failed: {error:#}")),
             };
         }
     };

@@ -56,6 +56,14 @@ pub enum Reason {
     /// Too many runs wait on tool results.
     #[error("the script sidecar has too many scripts waiting on tools; call it directly in your next response")]
     SidecarBusy,
+    /// A tool name longer than any tool's.
+    #[error("no tool has a name that long (`{length}` bytes; names are at most `{max}`); call a tool of this turn by its name")]
+    ToolNameTooLong {
+        /// The name's length in bytes.
+        length: usize,
+        /// The longest name allowed.
+        max: usize,
+    },
     /// No such tool.
     #[error("there is no tool `{tool}` in this turn")]
     ToolNotFound {
@@ -233,7 +241,7 @@ impl Reason {
             Reason::ScriptCallCap { .. } => Code::ScriptCallCapReached,
             Reason::RefusalCap { .. } => Code::RefusalCapReached,
             Reason::SidecarBusy => Code::SidecarBusy,
-            Reason::ToolNotFound { .. } => Code::ToolNotFound,
+            Reason::ToolNotFound { .. } | Reason::ToolNameTooLong { .. } => Code::ToolNotFound,
             Reason::ToolNotActivated { .. } => Code::ToolNotActivated,
             Reason::NotCallableFromScript { .. } => Code::NotCallableFromScript,
             Reason::ArgumentsMismatch { .. } | Reason::ArgumentsNotObject | Reason::ArgumentsNotJson { .. } => {

@@ -153,7 +153,6 @@ async fn tool_names_with_odd_characters_reach_no_tool() {
 }
 
 #[tokio::test]
-#[ignore = "bug: the sidecar does not bound tool names; a name past ~8 MiB makes its `ToolCall` exceed the gRPC encoding limit and the run's stream fails with OUT_OF_RANGE `encoded message length too large` instead of the call being refused as a value"]
 async fn a_giant_tool_name_is_refused_without_breaking_the_stream() {
     let client = shared_client().await;
     let source = "r = call('x' * 9_000_000)\n[r['ok'], r['error']['code']]";
@@ -161,6 +160,9 @@ async fn a_giant_tool_name_is_refused_without_breaking_the_stream() {
     let outcome = alongside(&client, client.run(python(source), recorder.as_ref())).await;
     let outcome = outcome.expect("the stream survives a giant tool name");
     let result = outcome.result.unwrap_or_else(|| panic!("{:#?}", outcome.error));
-    assert_eq!(result[0], json!(false), "{result}");
+    assert_eq!((&result[0], &result[1]), (&json!(false), &json!("tool_not_found")), "{result}");
+    let refused = recorder.refused.lock().unwrap().clone();
+    assert_eq!(refused.len(), 1, "the backend hears of it, to audit it");
+    assert!(refused[0].name.len() <= 256 && refused[0].message.contains("names are at most"), "{:?}", refused[0].message);
     assert_still_works(&client).await;
 }

@@ -202,7 +202,6 @@ async fn a_start_section_that_spins_ends_at_the_cpu_limit() {
 }
 
 #[tokio::test]
-#[ignore = "bug: a trap in the guest's start section fails instantiation, which `run.rs` reports as INTERNAL (`the sidecar failed to run the script`) instead of a guest_fault"]
 async fn a_start_section_that_traps_is_a_guest_fault() {
     assert_guest_fault(&hostile("wat-start-section-trap", Default::default()).await, &["unreachable"]);
 }
