@@ -96,13 +96,9 @@ impl RunLink {
             return;
         }
         *last = Instant::now();
-        let (stdout, stderr) = self.output.take_new();
-        for (stream, data) in [(pb::OutputStream::Stdout, stdout), (pb::OutputStream::Stderr, stderr)] {
-            if !data.is_empty() {
-                let output = pb::Output { stream: stream as i32, data: data.to_vec() };
-                // Room was checked under the lock; a failure means the backend is gone.
-                let _ = self.outbound.try_send_with_room(1, pb::sidecar_message::Kind::Output(output));
-            }
+        for output in self.take_output_messages() {
+            // Room was checked under the lock; a failure means the backend is gone.
+            let _ = self.outbound.try_send(output);
         }
     }
 
@@ -113,14 +109,20 @@ impl RunLink {
     pub(crate) async fn flush_output(&self) -> Result<(), BackendGone> {
         let _order = self.output_order.lock().await;
         *self.last_output.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Instant::now();
-        let (stdout, stderr) = self.output.take_new();
-        for (stream, data) in [(pb::OutputStream::Stdout, stdout), (pb::OutputStream::Stderr, stderr)] {
-            if !data.is_empty() {
-                let output = pb::Output { stream: stream as i32, data: data.to_vec() };
-                self.outbound.send(pb::sidecar_message::Kind::Output(output)).await?;
-            }
+        for output in self.take_output_messages() {
+            self.outbound.send(output).await?;
         }
         Ok(())
+    }
+
+    /// The output printed since the last take, as `Output` messages, stdout
+    /// first; nothing for a stream with nothing new.
+    fn take_output_messages(&self) -> impl Iterator<Item = pb::sidecar_message::Kind> {
+        let (stdout, stderr) = self.output.take_new();
+        [(pb::OutputStream::Stdout, stdout), (pb::OutputStream::Stderr, stderr)]
+            .into_iter()
+            .filter(|(_, data)| !data.is_empty())
+            .map(|(stream, data)| pb::sidecar_message::Kind::Output(pb::Output { stream: stream as i32, data: data.to_vec() }))
     }
 }
 
@@ -186,7 +188,7 @@ impl CallPort {
             match verdict {
                 Verdict::Forward(call) => {
                     call.batch_size = forwarded as u32;
-                    answers.push(self.link.pending.expect(&call.id));
+                    answers.push((call.id.clone(), call.name.clone(), self.link.pending.expect(&call.id)));
                     tracing::debug!(call_id = %call.id, tool = %call.name, "tool call sent");
                     self.link.outbound.send(pb::sidecar_message::Kind::ToolCall(call.clone())).await?;
                 }
@@ -201,14 +203,7 @@ impl CallPort {
         let mut answered = match waiting_place {
             Some(place) => {
                 let waited_from = Instant::now();
-                let names: Vec<(String, String)> = verdicts
-                    .iter()
-                    .filter_map(|v| match v {
-                        Verdict::Forward(call) => Some((call.id.clone(), call.name.clone())),
-                        Verdict::Refuse { .. } => None,
-                    })
-                    .collect();
-                let waits = names.iter().zip(answers).map(|((id, tool), answer)| {
+                let waits = answers.into_iter().map(|(id, tool, answer)| {
                     let span = tracing::info_span!("call", call_id = %id, tool = %tool);
                     async move { answer.await.ok() }.instrument(span)
                 });

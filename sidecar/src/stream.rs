@@ -36,10 +36,10 @@ impl Outbound {
         self.0.capacity() >= room
     }
 
-    /// Sends one message if the stream has room for `room` more, without
-    /// waiting; `false` when it did not send (full, or the backend is gone).
-    pub(crate) fn try_send_with_room(&self, room: usize, kind: pb::sidecar_message::Kind) -> bool {
-        self.has_room(room) && self.0.try_send(Ok(pb::SidecarMessage { kind: Some(kind) })).is_ok()
+    /// Sends one message without waiting; `false` when it was dropped (the
+    /// stream is full, or the backend is gone).
+    pub(crate) fn try_send(&self, kind: pb::sidecar_message::Kind) -> bool {
+        self.0.try_send(Ok(pb::SidecarMessage { kind: Some(kind) })).is_ok()
     }
 
     /// Completes when the backend stops reading the stream.

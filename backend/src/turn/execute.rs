@@ -37,6 +37,20 @@ enum Held<'a> {
     Exclusive(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
 }
 
+/// Counts the bytes written to it: a result's JSON size without the JSON.
+struct ByteCount(u64);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len() as u64;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Turn {
     /// Runs one tool call through the one execution path and returns what
     /// the caller receives. `origin` decides the exclusions (step 3) and the
@@ -160,25 +174,33 @@ impl Turn {
         // 8. Execution (and the ledger around it), then the result limit.
         guard.step = Step::Execution;
         let returned = self.run_tool(&tool, request, origin, needs_approval, slot, guard).await?;
-        self.check_result(name, request, returned)
+        self.check_result(name, request, origin, returned)
     }
 
     /// The tool returned: a result the caller cannot receive (too large)
     /// becomes a failure that says the tool RAN, so it is not blindly retried.
-    fn check_result(&self, tool: &str, request: &CallRequest, returned: Result<ToolOutput, super::tool::ToolError>) -> StepsOutcome {
+    fn check_result(
+        &self,
+        tool: &str,
+        request: &CallRequest,
+        origin: &CallOrigin,
+        returned: Result<ToolOutput, super::tool::ToolError>,
+    ) -> StepsOutcome {
         let Ok(output) = &returned else { return Ok(returned) };
         let limit = match (request.max_result_bytes, self.inner.limits.max_result_bytes) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
         if let Some(limit) = limit {
-            // Measured as the caller will receive it.
-            let size = serde_json::to_vec(&output.value).map_or(u64::MAX, |bytes| bytes.len() as u64);
+            // Measured as the caller will receive it, without building the text.
+            let mut counted = ByteCount(0);
+            let size = serde_json::to_writer(&mut counted, &output.value).map_or(u64::MAX, |()| counted.0);
             if size > limit {
                 return Err(Failure::new(&Reason::ResultTooLarge { tool: tool.to_owned(), size, limit }, Step::Execution));
             }
         }
-        if tether_guest::wire::depth(&output.value) > tether_guest::wire::MAX_DEPTH {
+        // The nesting limit is a guest's (it must parse what it gets); the model reads any depth.
+        if origin.is_script() && tether_guest::wire::depth(&output.value) > tether_guest::wire::MAX_DEPTH {
             let problem = format!("it nests deeper than `{}` levels", tether_guest::wire::MAX_DEPTH);
             return Err(Failure::new(&Reason::InvalidResult { tool: tool.to_owned(), problem }, Step::Execution));
         }
