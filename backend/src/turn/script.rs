@@ -241,8 +241,14 @@ impl ScriptCalls {
     /// Counts `result` against the refusal cap when it is a refusal or a
     /// denial (not a tool's own failure, a time-out, or the turn ending).
     fn count_refusal(&self, result: &CallResult) {
-        if let CallOutcome::Failed(failure) = &result.outcome
-            && failure.step < Step::Execution
+        if let CallOutcome::Failed(failure) = &result.outcome {
+            self.count_if_refusal(failure);
+        }
+    }
+
+    /// The one rule of what the refusal cap counts.
+    fn count_if_refusal(&self, failure: &Failure) {
+        if failure.step < Step::Execution
             && !matches!(failure.code, Code::Cancelled | Code::TurnDeadlineExceeded | Code::SidecarBusy)
         {
             self.refused.fetch_add(1, Ordering::Relaxed);
@@ -271,14 +277,12 @@ impl CallHandler for ScriptCalls {
     }
 
     async fn refused(&self, call: RefusedCall) {
+        let failure = Failure::reported(&call.code, Step::Sidecar, call.message);
         // Counted before the first await, so calls the script made later see it.
-        if call.code != Code::SidecarBusy.as_str() {
-            self.refused.fetch_add(1, Ordering::Relaxed);
-        }
+        self.count_if_refusal(&failure);
         let slot = self.summary.begin(&call.id, &call.name);
         // The arguments as far as the sidecar reported them; cut ones stay text.
         let args = serde_json::from_str(&call.args_json).unwrap_or(Value::String(call.args_json));
-        let failure = Failure::reported(&call.code, Step::Sidecar, call.message);
         let result = self.turn.record_refused(CallRequest::new(call.id, call.name, args), self.origin(), failure).await;
         self.summary.settle(slot, &result);
     }
