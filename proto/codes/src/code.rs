@@ -122,6 +122,21 @@ impl Code {
         matches!(self, Code::ResultTooLarge | Code::InvalidResult)
     }
 
+    /// True when the call was refused because a cap was reached: the
+    /// script's call cap, the sidecar's cap on runs waiting on tools, or the
+    /// turn's caps on tool calls, refused calls and approvals. Operators watch
+    /// these apart from other refusals (the sidecar's `cap_refusals` metric).
+    pub fn is_cap(self) -> bool {
+        matches!(
+            self,
+            Code::ScriptCallCapReached
+                | Code::SidecarBusy
+                | Code::ToolCallCapReached
+                | Code::RefusalCapReached
+                | Code::ApprovalCapReached
+        )
+    }
+
     fn names(self) -> (&'static str, &'static str) {
         match self {
             Code::Cancelled => ("cancelled", "Cancelled"),
@@ -176,6 +191,15 @@ mod tests {
             assert!(code.as_str().chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{code}");
         }
         assert_eq!(Code::parse("nope"), None);
+    }
+
+    #[test]
+    fn caps_are_the_codes_named_for_a_cap_or_a_busy_sidecar() {
+        let caps: Vec<_> = Code::ALL.into_iter().filter(|code| code.is_cap()).collect();
+        for code in &caps {
+            assert!(code.as_str().ends_with("_cap_reached") || *code == Code::SidecarBusy, "{code}");
+        }
+        assert_eq!(caps.len(), Code::ALL.iter().filter(|c| c.as_str().ends_with("_cap_reached")).count() + 1);
     }
 
     #[test]
