@@ -10,5 +10,9 @@ pub mod pb {
     tonic::include_proto!("tether.v1");
 }
 
+/// The encoded `FileDescriptorSet` of `tether.v1` (with its source comments),
+/// for gRPC server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tether_v1_descriptor.bin"));
+
 /// The protocol name a sidecar reports in `Describe`.
 pub const PROTOCOL: &str = "tether.v1";
