@@ -15,6 +15,7 @@
 //! (see [`ExecutionSlot::give_back_while`]).
 
 use crate::error::cut;
+use crate::metrics::Metrics;
 use crate::output::CapturedOutput;
 use crate::slots::ExecutionSlot;
 use crate::stream::{BackendGone, Outbound, PendingCalls};
@@ -57,6 +58,8 @@ pub(crate) struct RunLink {
     pub(crate) output: CapturedOutput,
     /// The run's counters.
     pub(crate) stats: Arc<CallStats>,
+    /// The sidecar's metrics, told how each call ended.
+    pub(crate) metrics: Arc<Metrics>,
     /// Held while new output is taken AND sent, so output forwarded between
     /// epoch ticks and by a batch of calls reaches the backend in order.
     pub(crate) output_order: Arc<tokio::sync::Mutex<()>>,
@@ -68,13 +71,15 @@ pub(crate) struct RunLink {
 pub(crate) const OUTPUT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl RunLink {
-    /// A link over `outbound` keeping at most `output_bytes` of output.
-    pub(crate) fn new(outbound: Outbound, output_bytes: u64) -> Self {
+    /// A link over `outbound` keeping at most `output_bytes` of output and
+    /// reporting calls to `metrics`.
+    pub(crate) fn new(outbound: Outbound, output_bytes: u64, metrics: Arc<Metrics>) -> Self {
         RunLink {
             outbound,
             pending: PendingCalls::default(),
             output: CapturedOutput::new(usize::try_from(output_bytes).unwrap_or(usize::MAX)),
             stats: Arc::new(CallStats::default()),
+            metrics,
             output_order: Arc::new(tokio::sync::Mutex::new(())),
             last_output: Arc::new(std::sync::Mutex::new(Instant::now())),
         }
@@ -188,9 +193,10 @@ impl CallPort {
             match verdict {
                 Verdict::Forward(call) => {
                     call.batch_size = forwarded as u32;
-                    answers.push((call.id.clone(), call.name.clone(), self.link.pending.expect(&call.id)));
+                    let answer = self.link.pending.expect(&call.id);
                     tracing::debug!(call_id = %call.id, tool = %call.name, "tool call sent");
                     self.link.outbound.send(pb::sidecar_message::Kind::ToolCall(call.clone())).await?;
+                    answers.push((call.id.clone(), call.name.clone(), answer, Instant::now()));
                 }
                 Verdict::Refuse { refusal, report: true } => {
                     tracing::info!(call_id = %refusal.id, tool = %refusal.name, code = ?refusal.failure.as_ref().map(|f| &f.code), "call refused in the sidecar");
@@ -203,9 +209,9 @@ impl CallPort {
         let mut answered = match waiting_place {
             Some(place) => {
                 let waited_from = Instant::now();
-                let waits = answers.into_iter().map(|(id, tool, answer)| {
+                let waits = answers.into_iter().map(|(id, tool, answer, sent)| {
                     let span = tracing::info_span!("call", call_id = %id, tool = %tool);
-                    async move { answer.await.ok() }.instrument(span)
+                    async move { answer.await.ok().map(|result| (result, sent.elapsed())) }.instrument(span)
                 });
                 let results = self.slot.give_back_while(place, join_all(waits)).await;
                 self.link.stats.wait_us.fetch_add(waited_from.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -215,13 +221,20 @@ impl CallPort {
         };
         Ok(verdicts
             .into_iter()
-            .map(|verdict| match verdict {
-                Verdict::Forward(call) => self.to_call_result(&call.name, answered.next().flatten()),
-                Verdict::Refuse { refusal, .. } => CallResult::Err(
-                    refusal.failure.map(|f| Failure { code: f.code, message: f.message }).unwrap_or_else(|| {
-                        Failure::from(&Reason::MissingResult)
-                    }),
-                ),
+            .map(|verdict| {
+                let (result, round_trip) = match verdict {
+                    Verdict::Forward(call) => {
+                        let answer = answered.next().flatten();
+                        let round_trip = answer.as_ref().map(|(_, round_trip)| *round_trip);
+                        (self.to_call_result(&call.name, answer.map(|(result, _)| result)), round_trip)
+                    }
+                    Verdict::Refuse { refusal, .. } => {
+                        let failure = refusal.failure.map(|f| Failure { code: f.code, message: f.message });
+                        (CallResult::Err(failure.unwrap_or_else(|| Failure::from(&Reason::MissingResult))), None)
+                    }
+                };
+                self.link.metrics.call_ended(&result, round_trip);
+                result
             })
             .collect())
     }

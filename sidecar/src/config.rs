@@ -129,6 +129,13 @@ impl Default for SidecarConfig {
     }
 }
 
+/// How long a drain lets runs in flight go on before it cancels them
+/// (`--drain-deadline-seconds`); see [`Sidecar::drain`](crate::Sidecar::drain).
+/// Give the orchestrator a grace period above it (Kubernetes'
+/// `terminationGracePeriodSeconds`, 30 s by default, e.g. 45 s), or the
+/// process is killed before it cancels the runs left.
+pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(30);
+
 /// The most bytes any message the sidecar sends may have: the receive limit
 /// gRPC clients apply by default.
 pub const MAX_SENT_MESSAGE_BYTES: u64 = 4 << 20;

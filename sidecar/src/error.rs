@@ -219,8 +219,8 @@ fn plain_error(kind: RunErrorKind, message: String, limit: &str) -> pb::RunError
 }
 
 /// Why a run could not be admitted, or why its stream failed: the caller broke
-/// the protocol, the sidecar is full or shutting down, or the stream could not
-/// be read.
+/// the protocol, the sidecar is loading, full or draining, or the stream could
+/// not be read.
 #[derive(Debug, Clone, thiserror::Error)]
 pub(crate) enum RejectRun {
     /// A malformed or out-of-order message.
@@ -232,13 +232,34 @@ pub(crate) enum RejectRun {
     /// The admission queue is full.
     #[error("the sidecar is at capacity: `{0}` runs are already queued for an execution slot; retry later")]
     QueueFull(usize),
-    /// The sidecar is shutting down.
-    #[error("the sidecar is shutting down; retry on another")]
-    ShuttingDown,
+    /// The sidecar is draining for shutdown (or has stopped).
+    #[error("the sidecar is draining for shutdown; open the run on another sidecar")]
+    Draining,
+    /// The sidecar is still compiling or loading its guests.
+    #[error(
+        "the sidecar is still loading its runtimes; retry in a few seconds, or wait until its gRPC health check for `tether.v1.Sidecar` reports SERVING"
+    )]
+    Loading,
+    /// The sidecar could not load its runtimes (the cause is in its logs).
+    #[error("the sidecar could not load its runtimes; its logs have the cause; open the run on another sidecar")]
+    LoadFailed,
     /// Reading the backend's stream failed (a message over the size limit,
     /// undecodable bytes, a reset).
     #[error("reading the backend's stream failed: {}", .0.message())]
     Unreadable(Status),
+}
+
+impl RejectRun {
+    /// The `reason` label of the `runs_refused` metric.
+    pub(crate) fn metric_reason(&self) -> &'static str {
+        match self {
+            RejectRun::Draining => "draining",
+            RejectRun::Loading => "loading",
+            RejectRun::QueueFull(_) => "queue_full",
+            RejectRun::LoadFailed => "internal",
+            RejectRun::Protocol(_) | RejectRun::UnknownLanguage(_) | RejectRun::Unreadable(_) => "invalid",
+        }
+    }
 }
 
 impl From<RejectRun> for Status {
@@ -247,7 +268,8 @@ impl From<RejectRun> for Status {
         match reject {
             RejectRun::Protocol(_) | RejectRun::UnknownLanguage(_) => Status::invalid_argument(message),
             RejectRun::QueueFull(_) => Status::resource_exhausted(message),
-            RejectRun::ShuttingDown => Status::unavailable(message),
+            RejectRun::Draining | RejectRun::Loading => Status::unavailable(message),
+            RejectRun::LoadFailed => Status::internal(message),
             RejectRun::Unreadable(status) => match status.code() {
                 // Over the message size limit.
                 tonic::Code::OutOfRange | tonic::Code::ResourceExhausted => Status::resource_exhausted(message),

@@ -3,6 +3,11 @@
 //!
 //! Where things are:
 //! - `server`: the sidecar as a whole, served over TCP or a Unix socket
+//! - `lifecycle`: loading → ready → draining → stopped; owns the run tasks
+//! - `loader`: the engine, built at once or on a background thread
+//! - `signals`: SIGTERM and SIGINT, which drain the sidecar
+//! - `health`: `grpc.health.v1`: readiness and liveness from the phase
+//! - `metrics`, `metrics_endpoint`: every Prometheus metric; `GET /metrics`
 //! - `unix_authority`: mends the `:authority` clients send on a Unix socket
 //! - `service`: the `tether.v1` gRPC service; one task per run
 //! - `run`: one run — a fresh store and instance, `_start`, its end
@@ -21,19 +26,28 @@ mod config;
 mod cpu;
 mod engine;
 mod error;
+mod health;
+mod lifecycle;
+mod loader;
 mod memory;
+mod metrics;
+mod metrics_endpoint;
 mod module_cache;
 mod output;
 mod run;
 mod server;
 mod service;
+mod signals;
 mod slots;
 mod state;
 mod stream;
 mod unix_authority;
 
-pub use config::{Limits, MAX_SENT_MESSAGE_BYTES, SidecarConfig};
+pub use config::{DEFAULT_DRAIN_DEADLINE, Limits, MAX_SENT_MESSAGE_BYTES, SidecarConfig};
 pub use engine::{EPOCH_TICK, EngineError};
+pub use health::{LIVENESS_SERVICE, READINESS_SERVICES};
+pub use lifecycle::{DrainReport, Phase};
 pub use module_cache::default_cache_dir;
 pub use server::{Sidecar, SidecarError};
 pub use service::SidecarService;
+pub use signals::ShutdownSignals;

@@ -4,7 +4,8 @@ use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
-use tether_sidecar::{Limits, Sidecar, SidecarConfig};
+use tether_sidecar::{DEFAULT_DRAIN_DEADLINE, Limits, ShutdownSignals, Sidecar, SidecarConfig};
+use tokio::task::JoinSet;
 
 /// The one set of defaults: every flag's default comes from here.
 fn defaults() -> SidecarConfig {
@@ -66,7 +67,23 @@ struct Args {
     /// Where compiled guests are cached (default: the user cache directory).
     #[arg(long, env = "TETHER_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// On SIGTERM or SIGINT, how long runs in flight may go on before they are cancelled.
+    #[arg(long, env = "TETHER_DRAIN_DEADLINE_SECONDS", default_value_t = DEFAULT_DRAIN_DEADLINE.as_secs())]
+    drain_deadline_seconds: u64,
+    /// Also serve ONLY gRPC health on this TCP address (probes, when runs go over --socket).
+    #[arg(long, env = "TETHER_HEALTH_LISTEN")]
+    health_listen: Option<String>,
+    /// Serve Prometheus metrics at `GET /metrics` on this TCP address.
+    #[arg(long, env = "TETHER_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
 }
+
+/// How long the servers may take to close their connections once every run
+/// has ended; a client holding a stream open does not hold up the exit longer.
+const SERVER_CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// The sidecar's servers; each ends when the sidecar stops.
+type Servers = JoinSet<Result<(), tether_sidecar::SidecarError>>;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -96,15 +113,13 @@ async fn main() -> anyhow::Result<()> {
         cache_dir: args.cache_dir,
         ..defaults()
     };
-    let sidecar = Sidecar::new(config).context("failed to start the sidecar")?;
-    let signal = async {
-        // If the signal handler cannot be installed, serve until killed.
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    let signal = futures::future::FutureExt::shared(Box::pin(signal));
-    let mut servers = tokio::task::JoinSet::new();
+    // Lifecycle: catch signals first, listen at once, load the guests in the
+    // background (readiness says when), drain on the first signal.
+    let mut signals = ShutdownSignals::install().context("cannot catch SIGTERM and SIGINT")?;
+    let sidecar = Sidecar::load_in_background(config).context("failed to start the sidecar")?;
+    let mut servers = Servers::new();
+    // Every server runs until the sidecar stops (after a drain).
+    let until_stopped = std::future::pending::<()>;
     if !args.no_tcp {
         let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("cannot listen on `{}`", args.listen))?;
         let address = listener.local_addr().context("the TCP listener has no address")?;
@@ -112,20 +127,88 @@ async fn main() -> anyhow::Result<()> {
         // One line per listener on stdout, for whoever started the sidecar
         // (e.g. with `--listen 127.0.0.1:0`).
         println!("listening on {address}");
-        let (sidecar, signal) = (sidecar.clone(), signal.clone());
-        servers.spawn(async move { sidecar.serve_tcp(listener, signal).await });
+        let sidecar = sidecar.clone();
+        servers.spawn(async move { sidecar.serve_tcp(listener, until_stopped()).await });
     }
     if let Some(path) = args.socket {
         let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path).with_context(|| format!("cannot listen on `{}`", path.display()))?;
         tracing::info!(socket = %path.display(), "serving on a Unix socket");
         println!("listening on unix:{}", path.display());
-        let (sidecar, signal) = (sidecar.clone(), signal.clone());
-        servers.spawn(async move { sidecar.serve_unix(listener, signal).await });
+        let sidecar = sidecar.clone();
+        servers.spawn(async move { sidecar.serve_unix(listener, until_stopped()).await });
     }
     anyhow::ensure!(!servers.is_empty(), "nothing to serve on: give --socket or drop --no-tcp");
-    while let Some(result) = servers.join_next().await {
-        result.context("a server task failed")??;
+    if let Some(address) = args.health_listen {
+        let listener = tokio::net::TcpListener::bind(&address).await.with_context(|| format!("cannot listen on `{address}` (--health-listen)"))?;
+        let address = listener.local_addr().context("the health listener has no address")?;
+        tracing::info!(%address, "serving gRPC health only");
+        println!("health listening on {address}");
+        let sidecar = sidecar.clone();
+        servers.spawn(async move { sidecar.serve_health_tcp(listener, until_stopped()).await });
     }
-    Ok(())
+    if let Some(address) = args.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(&address).await.with_context(|| format!("cannot listen on `{address}` (--metrics-listen)"))?;
+        let address = listener.local_addr().context("the metrics listener has no address")?;
+        tracing::info!(%address, "serving Prometheus metrics at /metrics");
+        println!("metrics listening on http://{address}/metrics");
+        let sidecar = sidecar.clone();
+        servers.spawn(async move {
+            sidecar.serve_metrics(listener, until_stopped()).await;
+            Ok(())
+        });
+    }
+    run_until_drained(&sidecar, servers, &mut signals, Duration::from_secs(args.drain_deadline_seconds)).await
+}
+
+/// Serves until SIGTERM or SIGINT — failing at once if the guests cannot load
+/// or a server fails — then drains (a second signal cancels the runs at
+/// once) and waits for the servers to close.
+async fn run_until_drained(
+    sidecar: &Sidecar,
+    mut servers: Servers,
+    signals: &mut ShutdownSignals,
+    deadline: Duration,
+) -> anyhow::Result<()> {
+    let ready = sidecar.ready();
+    tokio::pin!(ready);
+    let mut loading = true;
+    let signal = loop {
+        tokio::select! {
+            signal = signals.recv() => break signal,
+            loaded = &mut ready, if loading => {
+                loaded.context("the sidecar cannot run scripts")?;
+                loading = false;
+                tracing::info!("ready: admitting runs");
+            }
+            Some(ended) = servers.join_next() => {
+                ended.context("a server task panicked")??;
+                anyhow::bail!("a server stopped before the sidecar was asked to");
+            }
+        }
+    };
+    tracing::info!(signal, deadline_s = deadline.as_secs(), "draining for shutdown");
+    let drain = sidecar.drain(deadline);
+    tokio::pin!(drain);
+    let report = tokio::select! {
+        report = &mut drain => report,
+        signal = signals.recv() => {
+            tracing::warn!(signal, "second signal: cancelling the runs left now");
+            tokio::join!(sidecar.shutdown(), drain).1
+        }
+    };
+    tracing::info!(runs = report.runs_at_start, cancelled = report.cancelled, "drained; closing the listeners");
+    let closed = tokio::time::timeout(SERVER_CLOSE_GRACE, async {
+        while let Some(ended) = servers.join_next().await {
+            ended.context("a server task panicked")??;
+        }
+        anyhow::Ok(())
+    });
+    match closed.await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!(grace_s = SERVER_CLOSE_GRACE.as_secs(), "clients still hold connections open; exiting anyway");
+            Ok(())
+        }
+    }
 }

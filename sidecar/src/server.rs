@@ -1,39 +1,58 @@
-//! The sidecar as a whole: engine, capacity and run tasks, served over TCP or
-//! a Unix socket with the standard gRPC health service beside `tether.v1`.
+//! The sidecar as a whole: engine, capacity, lifecycle and run tasks, served
+//! over TCP or a Unix socket with gRPC health and reflection beside
+//! `tether.v1`, plus a health-only listener and a Prometheus endpoint.
 
 use crate::config::SidecarConfig;
 use crate::engine::{EngineError, SandboxEngine};
+use crate::health::HealthService;
+use crate::lifecycle::{DrainReport, Lifecycle, Phase};
+use crate::loader::EngineCell;
 use crate::memory::MemoryBudget;
+use crate::metrics::{Gauges, Metrics};
+use crate::metrics_endpoint;
 use crate::service::{Shared, SidecarService};
 use crate::slots::Capacity;
 use crate::unix_authority::AuthorityRewrite;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tether_proto::pb::sidecar_server::SidecarServer;
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::UnixListenerStream;
-use tonic::transport::server::TcpIncoming;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use tonic::transport::server::{Router, TcpIncoming};
 
 /// Errors starting or serving a sidecar.
 #[derive(Debug, thiserror::Error)]
 pub enum SidecarError {
     /// The sandbox engine could not be built.
     #[error(transparent)]
-    Engine(#[from] EngineError),
+    Engine(Arc<EngineError>),
+    /// The thread that loads the guests in the background could not start.
+    #[error("failed to start the thread that loads the guests: {0}")]
+    Loader(std::io::Error),
     /// The gRPC server failed.
     #[error("the gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
+    /// The gRPC reflection service could not be built from the embedded
+    /// descriptors (a bug in this build).
+    #[error("the gRPC reflection service cannot be built: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
     /// The configuration cannot work.
     #[error("invalid sidecar configuration: {0}")]
     Config(String),
 }
 
+impl From<EngineError> for SidecarError {
+    fn from(error: EngineError) -> Self {
+        SidecarError::Engine(Arc::new(error))
+    }
+}
+
 /// A sidecar: build it once, then serve it on one or more listeners.
 ///
-/// Dropping it does not stop runs in progress; [`Sidecar::shutdown`] does.
+/// Dropping it does not stop runs in progress; [`Sidecar::drain`] and
+/// [`Sidecar::shutdown`] do, and every server of it then stops.
 #[derive(Debug, Clone)]
 pub struct Sidecar {
     shared: Arc<Shared>,
@@ -41,22 +60,91 @@ pub struct Sidecar {
 
 impl Sidecar {
     /// Builds the engine (loading compiled guests from the cache, compiling on
-    /// a miss) and the sidecar's capacity.
+    /// a miss) and the sidecar's capacity. The sidecar is ready (readiness
+    /// SERVING) when this returns.
     ///
     /// # Errors
     /// If the configuration cannot work (e.g. limits that would make a message
     /// too large to send), wasmtime cannot be set up, or a guest does not load.
     pub fn new(config: SidecarConfig) -> Result<Sidecar, SidecarError> {
         config.check().map_err(SidecarError::Config)?;
-        let engine = SandboxEngine::new(&config)?;
-        let capacity = Arc::new(Capacity::new(config.slots, config.max_queued_runs, config.max_waiting_runs));
-        let memory = MemoryBudget::new(config.total_memory_bytes);
-        let shared =
-            Shared { engine, config, capacity, memory, tasks: TaskTracker::new(), shutdown: CancellationToken::new() };
-        Ok(Sidecar { shared: Arc::new(shared) })
+        let engine = EngineCell::ready(SandboxEngine::new(&config)?);
+        Ok(Sidecar::assemble(config, engine, Phase::Ready))
     }
 
-    /// The gRPC service, with message size limits set from the config.
+    /// Checks the configuration and returns at once; the engine is built on a
+    /// background thread. Until it is, readiness is NOT_SERVING and new runs
+    /// are refused with UNAVAILABLE, so a server can listen (and answer
+    /// health checks) while a cold cache compiles the Python guest.
+    /// [`Sidecar::ready`] says when it is built, or why it could not be.
+    ///
+    /// # Errors
+    /// If the configuration cannot work, or the loading thread cannot start.
+    pub fn load_in_background(config: SidecarConfig) -> Result<Sidecar, SidecarError> {
+        config.check().map_err(SidecarError::Config)?;
+        let sidecar = Sidecar::assemble(config.clone(), EngineCell::loading(), Phase::Loading);
+        // A weak reference: a sidecar dropped while loading is not kept alive.
+        let weak = Arc::downgrade(&sidecar.shared);
+        let on_ready = move || {
+            if let Some(shared) = weak.upgrade() {
+                shared.lifecycle.advance_to(Phase::Ready);
+            }
+        };
+        sidecar.shared.engine.load_in_background(config, on_ready).map_err(SidecarError::Loader)?;
+        Ok(sidecar)
+    }
+
+    fn assemble(config: SidecarConfig, engine: EngineCell, phase: Phase) -> Sidecar {
+        let capacity = Arc::new(Capacity::new(config.slots, config.max_queued_runs, config.max_waiting_runs));
+        let memory = MemoryBudget::new(config.total_memory_bytes);
+        let lifecycle = Lifecycle::new(phase);
+        let shared = Shared { engine, config, capacity, memory, lifecycle, metrics: Arc::new(Metrics::new()) };
+        Sidecar { shared: Arc::new(shared) }
+    }
+
+    /// Completes when the engine is built (at once for [`Sidecar::new`]).
+    ///
+    /// # Errors
+    /// Why the engine could not be built; the sidecar then refuses every run.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only waits.
+    pub async fn ready(&self) -> Result<(), SidecarError> {
+        self.shared.engine.loaded().await.map(|_| ()).map_err(SidecarError::Engine)
+    }
+
+    /// Where the sidecar is in its life now.
+    pub fn phase(&self) -> Phase {
+        self.shared.lifecycle.phase()
+    }
+
+    /// Drains the sidecar for shutdown: readiness goes NOT_SERVING at once and
+    /// new runs are refused with UNAVAILABLE ("the sidecar is draining for
+    /// shutdown; open the run on another sidecar"); the runs in flight —
+    /// waiting on tool results and approvals included — go on until they end
+    /// or `deadline` passes. Then the rest are cancelled (`Finished` status
+    /// CANCELLED, "sidecar shutting down"), every server of this sidecar
+    /// stops, and this returns.
+    ///
+    /// Calling [`Sidecar::shutdown`] meanwhile cuts the drain short: runs are
+    /// cancelled at once.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the sidecar draining: no new runs, the
+    /// runs in flight go on with no deadline.
+    pub async fn drain(&self, deadline: Duration) -> DrainReport {
+        let capacity = self.shared.capacity.clone();
+        self.shared.lifecycle.drain(deadline, move || capacity.live()).await
+    }
+
+    /// Ends every run now (each gets `Finished` status CANCELLED, "sidecar
+    /// shutting down"), waits until all have let go of their resources, and
+    /// stops every server of this sidecar.
+    pub async fn shutdown(&self) {
+        self.shared.lifecycle.stop().await;
+    }
+
+    /// The `tether.v1` gRPC service, with message size limits set from the config.
     pub fn service(&self) -> SidecarServer<SidecarService> {
         let max = self.shared.config.max_message_bytes();
         SidecarServer::new(SidecarService::new(self.shared.clone()))
@@ -64,7 +152,26 @@ impl Sidecar {
             .max_encoding_message_size(max)
     }
 
-    /// Serves on `listener` until `signal` completes, then stops every run.
+    /// Every service of a run listener: `tether.v1`, health and reflection.
+    fn routes(&self) -> Result<Router, SidecarError> {
+        let reflection = || {
+            [tether_proto::FILE_DESCRIPTOR_SET, tonic_health::pb::FILE_DESCRIPTOR_SET]
+                .into_iter()
+                .fold(tonic_reflection::server::Builder::configure(), |builder, set| {
+                    builder.register_encoded_file_descriptor_set(set)
+                })
+        };
+        Ok(tonic::transport::Server::builder()
+            .add_service(HealthService::server(self.shared.lifecycle.subscribe()))
+            // v1 for current clients, v1alpha for older grpcurl and grpcui.
+            .add_service(reflection().build_v1()?)
+            .add_service(reflection().build_v1alpha()?)
+            .add_service(self.service()))
+    }
+
+    /// Serves runs, health and reflection on `listener` until `signal`
+    /// completes or the sidecar stops (see [`Sidecar::drain`]); then stops
+    /// every run.
     ///
     /// # Errors
     /// If the server fails.
@@ -72,10 +179,11 @@ impl Sidecar {
         // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs add ~40 ms
         // to every small message of a run's stream.
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        self.serve(incoming, signal).await
+        self.serve(self.routes()?, incoming, signal).await
     }
 
-    /// Serves on a Unix socket until `signal` completes, then stops every run.
+    /// Serves runs, health and reflection on a Unix socket until `signal`
+    /// completes or the sidecar stops; then stops every run.
     ///
     /// Each connection's `:authority` is mended on the way in, so clients
     /// that send the socket's path there (grpc-python) work with their
@@ -85,39 +193,80 @@ impl Sidecar {
     /// If the server fails.
     pub async fn serve_unix(&self, listener: UnixListener, signal: impl Future<Output = ()>) -> Result<(), SidecarError> {
         let incoming = UnixListenerStream::new(listener).map(|accepted| accepted.map(AuthorityRewrite::new));
-        self.serve(incoming, signal).await
+        self.serve(self.routes()?, incoming, signal).await
     }
 
-    async fn serve<S, IO, E>(&self, incoming: S, signal: impl Future<Output = ()>) -> Result<(), SidecarError>
+    /// Serves ONLY `grpc.health.v1` on `listener` (no runs), for probes when
+    /// runs go over a Unix socket, until `signal` completes or the sidecar
+    /// stops. Ending it does not stop runs.
+    ///
+    /// # Errors
+    /// If the server fails.
+    pub async fn serve_health_tcp(&self, listener: TcpListener, signal: impl Future<Output = ()>) -> Result<(), SidecarError> {
+        let lifecycle = &self.shared.lifecycle;
+        tonic::transport::Server::builder()
+            .add_service(HealthService::server(lifecycle.subscribe()))
+            .serve_with_incoming_shutdown(TcpIncoming::from(listener), async {
+                tokio::select! {
+                    () = signal => {}
+                    () = lifecycle.stopped() => {}
+                }
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Serves the Prometheus metrics ([`Sidecar::metrics_text`]) at
+    /// `GET /metrics` on `listener` until `signal` completes or the sidecar
+    /// stops. Ending it does not stop runs.
+    pub async fn serve_metrics(&self, listener: TcpListener, signal: impl Future<Output = ()>) {
+        let sidecar = self.clone();
+        let lifecycle = &self.shared.lifecycle;
+        let stop = async {
+            tokio::select! {
+                () = signal => {}
+                () = lifecycle.stopped() => {}
+            }
+        };
+        metrics_endpoint::serve(listener, move || sidecar.metrics_text(), stop).await;
+    }
+
+    /// Every metric in the Prometheus text format (version 0.0.4), for an
+    /// embedder that serves them itself. `docs/operating.md` lists them.
+    pub fn metrics_text(&self) -> String {
+        let shared = &self.shared;
+        let capacity = &shared.capacity;
+        let phase = shared.lifecycle.phase();
+        shared.metrics.encode(Gauges {
+            slots_total: capacity.slot_count(),
+            slots_in_use: capacity.slot_count().saturating_sub(capacity.free_slots()),
+            runs_live: capacity.live(),
+            runs_waiting_on_tools: capacity.waiting(),
+            runs_queued: capacity.queued(),
+            guest_memory_bytes: shared.memory.used(),
+            ready: phase.is_ready(),
+            draining: phase >= Phase::Draining,
+        })
+    }
+
+    async fn serve<S, IO, E>(&self, routes: Router, incoming: S, signal: impl Future<Output = ()>) -> Result<(), SidecarError>
     where
         S: tokio_stream::Stream<Item = Result<IO, E>> + Send + 'static,
         IO: tonic::transport::server::Connected + tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
         IO::ConnectInfo: Clone + Send + Sync + 'static,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let (health, health_service) = tonic_health::server::health_reporter();
-        health.set_serving::<SidecarServer<SidecarService>>().await;
-        let shutdown = self.shared.shutdown.clone();
-        let result = tonic::transport::Server::builder()
-            .add_service(health_service)
-            .add_service(self.service())
-            .serve_with_incoming_shutdown(incoming, async move {
+        let lifecycle = &self.shared.lifecycle;
+        let result = routes
+            .serve_with_incoming_shutdown(incoming, async {
                 tokio::select! {
                     () = signal => {}
-                    () = shutdown.cancelled() => {}
+                    () = lifecycle.stopped() => {}
                 }
             })
             .await;
         self.shutdown().await;
         Ok(result?)
-    }
-
-    /// Ends every run now (each fails with UNAVAILABLE) and waits until all
-    /// have let go of their resources.
-    pub async fn shutdown(&self) {
-        self.shared.shutdown.cancel();
-        self.shared.tasks.close();
-        self.shared.tasks.wait().await;
     }
 
     /// Runs admitted and not yet finished.

@@ -1,18 +1,22 @@
 //! The gRPC `Sidecar` service: admits runs and drives each run's stream.
 //!
-//! Ownership: every run is a task in the sidecar's [`TaskTracker`]. The task
+//! Ownership: every run is a task of the sidecar's [`Lifecycle`]. The task
 //! owns the guest, the inbound stream and the outbound sender. It ends when the
 //! script ends, when the backend cancels, breaks the protocol or goes away
 //! (inbound stream ends, or nobody reads the outbound stream), at the run's
-//! deadline, or at sidecar shutdown — and dropping the guest's future frees its
-//! instance, slot and waiting place at once.
+//! deadline, or when the lifecycle cancels runs (shutdown, or a drain past its
+//! deadline) — and dropping the guest's future frees its instance, slot and
+//! waiting place at once.
 
 use crate::calls::{CallLimits, CallPort, RunLink};
 use crate::config::SidecarConfig;
 use crate::cpu::{CpuMeter, Metered};
 use crate::engine::SandboxEngine;
 use crate::error::{CancelledBy, LimitExceeded, RejectRun, RunEnd};
+use crate::lifecycle::{Lifecycle, Phase};
+use crate::loader::{EngineCell, EngineState};
 use crate::memory::MemoryBudget;
+use crate::metrics::Metrics;
 use crate::run::{self, RunPlan};
 use crate::slots::{Admission, Capacity};
 use crate::stream::{Outbound, PendingCalls};
@@ -22,24 +26,21 @@ use std::time::Instant;
 use tether_proto::pb::{self, backend_message, sidecar_server};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 /// Messages a run may have in flight to a slow reader before it waits.
 const OUTBOUND_BUFFER: usize = 64;
 
-
 /// State shared by the service and every run task.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) engine: SandboxEngine,
+    pub(crate) engine: EngineCell,
     pub(crate) config: SidecarConfig,
     pub(crate) capacity: Arc<Capacity>,
     pub(crate) memory: Arc<MemoryBudget>,
-    pub(crate) tasks: TaskTracker,
-    pub(crate) shutdown: CancellationToken,
+    pub(crate) lifecycle: Lifecycle,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// The `tether.v1.Sidecar` gRPC service.
@@ -60,36 +61,26 @@ impl sidecar_server::Sidecar for SidecarService {
     type RunStream = ReceiverStream<Result<pb::SidecarMessage, Status>>;
 
     async fn run(&self, request: Request<Streaming<pb::BackendMessage>>) -> Result<Response<Self::RunStream>, Status> {
-        let mut inbound = request.into_inner();
-        let first = inbound.message().await.map_err(|status| Status::from(RejectRun::Unreadable(status)))?;
-        let start = match first {
-            Some(pb::BackendMessage { kind: Some(backend_message::Kind::Start(start)) }) => start,
-            Some(_) => return Err(RejectRun::Protocol("the first message of a run must be `Start`".into()).into()),
-            None => return Err(RejectRun::Protocol("the stream ended before `Start`".into()).into()),
-        };
-        if self.shared.shutdown.is_cancelled() {
-            return Err(RejectRun::ShuttingDown.into());
+        match self.open(request.into_inner()).await {
+            Ok(outbound) => Ok(Response::new(outbound)),
+            Err(reject) => {
+                self.shared.metrics.run_refused(reject.metric_reason());
+                Err(reject.into())
+            }
         }
-        let plan = RunPlan::new(start, &self.shared.config.limits)?;
-        if self.shared.engine.runtime(&plan.language).is_none() {
-            return Err(RejectRun::UnknownLanguage(plan.language).into());
-        }
-        let admission =
-            self.shared.capacity.admit().map_err(|full| Status::from(RejectRun::QueueFull(full.0)))?;
-
-        let (sender, receiver) = mpsc::channel(OUTBOUND_BUFFER);
-        let span = tracing::info_span!("run", run_id = %plan.run_id, turn_id = %plan.turn_id, language = %plan.language);
-        let task = RunTask { shared: self.shared.clone(), plan, outbound: Outbound::new(sender), admission };
-        self.shared.tasks.spawn(task.drive(inbound).instrument(span));
-        Ok(Response::new(ReceiverStream::new(receiver)))
     }
 
     async fn describe(&self, _: Request<pb::DescribeRequest>) -> Result<Response<pb::DescribeResponse>, Status> {
         let shared = &self.shared;
+        let runtimes = match shared.engine.state() {
+            EngineState::Ready(engine) => engine.runtime_names(),
+            // None yet: the health check says when there are.
+            EngineState::Loading | EngineState::Failed(_) => Vec::new(),
+        };
         Ok(Response::new(pb::DescribeResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             protocol: tether_proto::PROTOCOL.to_owned(),
-            runtimes: shared.engine.runtime_names(),
+            runtimes,
             limits: Some(shared.config.limits.to_proto()),
             slots: shared.capacity.slot_count() as u32,
             live_runs: shared.capacity.live() as u32,
@@ -97,9 +88,39 @@ impl sidecar_server::Sidecar for SidecarService {
     }
 }
 
+impl SidecarService {
+    /// Reads `Start` and admits the run, or says why not.
+    async fn open(&self, mut inbound: Streaming<pb::BackendMessage>) -> Result<<Self as sidecar_server::Sidecar>::RunStream, RejectRun> {
+        let first = inbound.message().await.map_err(RejectRun::Unreadable)?;
+        let start = match first {
+            Some(pb::BackendMessage { kind: Some(backend_message::Kind::Start(start)) }) => start,
+            Some(_) => return Err(RejectRun::Protocol("the first message of a run must be `Start`".into())),
+            None => return Err(RejectRun::Protocol("the stream ended before `Start`".into())),
+        };
+        let engine = match (self.shared.lifecycle.phase(), self.shared.engine.state()) {
+            (Phase::Draining | Phase::Stopped, _) => return Err(RejectRun::Draining),
+            (_, EngineState::Loading) => return Err(RejectRun::Loading),
+            (_, EngineState::Failed(_)) => return Err(RejectRun::LoadFailed),
+            (_, EngineState::Ready(engine)) => engine,
+        };
+        let plan = RunPlan::new(start, &self.shared.config.limits)?;
+        if engine.runtime(&plan.language).is_none() {
+            return Err(RejectRun::UnknownLanguage(plan.language));
+        }
+        let admission = self.shared.capacity.admit().map_err(|full| RejectRun::QueueFull(full.0))?;
+
+        let (sender, receiver) = mpsc::channel(OUTBOUND_BUFFER);
+        let span = tracing::info_span!("run", run_id = %plan.run_id, turn_id = %plan.turn_id, language = %plan.language);
+        let task = RunTask { shared: self.shared.clone(), engine, plan, outbound: Outbound::new(sender), admission };
+        self.shared.lifecycle.spawn_run(task.drive(inbound).instrument(span));
+        Ok(ReceiverStream::new(receiver))
+    }
+}
+
 /// One admitted run and everything it holds.
 struct RunTask {
     shared: Arc<Shared>,
+    engine: Arc<SandboxEngine>,
     plan: RunPlan,
     outbound: Outbound,
     admission: Admission,
@@ -118,9 +139,9 @@ enum InboundEnd {
 
 impl RunTask {
     async fn drive(self, inbound: Streaming<pb::BackendMessage>) {
-        let RunTask { shared, plan, outbound, mut admission } = self;
+        let RunTask { shared, engine, plan, outbound, mut admission } = self;
         let started = Instant::now();
-        let link = RunLink::new(outbound.clone(), plan.limits.output_bytes);
+        let link = RunLink::new(outbound.clone(), plan.limits.output_bytes, shared.metrics.clone());
         let cpu = Arc::new(CpuMeter::default());
         let peak_memory = AtomicU64::new(0);
 
@@ -133,7 +154,7 @@ impl RunTask {
                 result_bytes: plan.limits.result_bytes,
             };
             let port = CallPort::new(limits, link.clone(), slot);
-            let Some(pre) = shared.engine.runtime(&plan.language) else {
+            let Some(pre) = engine.runtime(&plan.language) else {
                 return RunEnd::Internal(format!("runtime `{}` vanished", plan.language));
             };
             let meters = run::Meters {
@@ -156,12 +177,13 @@ impl RunTask {
             },
             () = outbound.closed() => RunEnd::BackendGone,
             () = deadline => RunEnd::Limit(LimitExceeded::Deadline { limit: plan.limits.deadline }),
-            () = shared.shutdown.cancelled() => RunEnd::Cancelled(CancelledBy::Shutdown),
+            () = shared.lifecycle.runs_cancelled() => RunEnd::Cancelled(CancelledBy::Shutdown),
         };
         // The guest future is dropped here: the instance, slot and waiting place are free.
         let run_end = match end {
             RunEnd::BackendGone => {
                 tracing::info!("run ended: the backend went away");
+                shared.metrics.run_ended(None, started.elapsed());
                 return;
             }
             end => end,
@@ -182,6 +204,7 @@ impl RunTask {
         };
         // The last output first; `Finished` then repeats all of it.
         let finished = run_end.into_finished(link.output.contents(), stats, plan.limits.to_proto());
+        shared.metrics.run_ended(Some(finished.status()), started.elapsed());
         // A failed send means the backend is gone; there is no one left to tell.
         if link.flush_output().await.is_ok() {
             let _ = outbound.send(pb::sidecar_message::Kind::Finished(finished)).await;

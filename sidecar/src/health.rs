@@ -1,0 +1,148 @@
+//! The standard gRPC health service (`grpc.health.v1.Health`), answered from
+//! the sidecar's [`Phase`].
+//!
+//! | service | meaning | SERVING when |
+//! |---|---|---|
+//! | `""`, `tether.v1.Sidecar` | readiness: send runs here | [`Phase::Ready`] |
+//! | `liveness` | liveness: the process is alive | always |
+//!
+//! Hand-written over tonic-health's generated server rather than its
+//! `HealthReporter`, for two reasons: every status is computed from the one
+//! phase, so no second copy of the state can disagree with it; and a `Watch`
+//! stream ends once the sidecar has stopped, where the reporter's streams
+//! never end and would hold the server's graceful shutdown open.
+
+use crate::lifecycle::Phase;
+use futures::Stream;
+use std::pin::Pin;
+use tether_proto::pb::sidecar_server::SidecarServer;
+use tokio::sync::watch;
+use tonic::server::NamedService;
+use tonic::{Request, Response, Status};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_server::{Health, HealthServer};
+use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
+
+/// The health service name that reports liveness.
+pub const LIVENESS_SERVICE: &str = "liveness";
+
+/// The health service names that report readiness: the whole server (`""`)
+/// and `tether.v1.Sidecar`.
+pub const READINESS_SERVICES: [&str; 2] = ["", <SidecarServer<crate::SidecarService> as NamedService>::NAME];
+
+/// The status of health service `service` in `phase`; `None` for a service
+/// this sidecar does not report.
+fn status(service: &str, phase: Phase) -> Option<ServingStatus> {
+    let serving = |yes: bool| if yes { ServingStatus::Serving } else { ServingStatus::NotServing };
+    if READINESS_SERVICES.contains(&service) {
+        Some(serving(phase.is_ready()))
+    } else if service == LIVENESS_SERVICE {
+        Some(ServingStatus::Serving)
+    } else {
+        None
+    }
+}
+
+/// `grpc.health.v1.Health`, following a sidecar's phase.
+#[derive(Debug, Clone)]
+pub(crate) struct HealthService {
+    phase: watch::Receiver<Phase>,
+}
+
+impl HealthService {
+    /// The gRPC server for the health of the sidecar whose phase `phase` follows.
+    pub(crate) fn server(phase: watch::Receiver<Phase>) -> HealthServer<HealthService> {
+        HealthServer::new(HealthService { phase })
+    }
+}
+
+fn response(status: ServingStatus) -> HealthCheckResponse {
+    HealthCheckResponse { status: status as i32 }
+}
+
+fn unknown(service: &str) -> Status {
+    Status::not_found(format!(
+        "no health service `{service}`; ask `` or `tether.v1.Sidecar` (readiness) or `{LIVENESS_SERVICE}` (liveness)"
+    ))
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<HealthCheckResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Health for HealthService {
+    async fn check(&self, request: Request<HealthCheckRequest>) -> Result<Response<HealthCheckResponse>, Status> {
+        let service = request.into_inner().service;
+        let status = status(&service, *self.phase.borrow()).ok_or_else(|| unknown(&service))?;
+        Ok(Response::new(response(status)))
+    }
+
+    type WatchStream = WatchStream;
+
+    /// Sends the status now, then each change; ends after the sidecar stops.
+    async fn watch(&self, request: Request<HealthCheckRequest>) -> Result<Response<WatchStream>, Status> {
+        let service = request.into_inner().service;
+        if status(&service, *self.phase.borrow()).is_none() {
+            return Err(unknown(&service));
+        }
+        let mut phase = self.phase.clone();
+        phase.mark_changed();
+        let changes = futures::stream::unfold((phase, None, false), move |(mut phase, last, ended)| {
+            let service = service.clone();
+            async move {
+                if ended {
+                    return None;
+                }
+                loop {
+                    // A closed channel means the sidecar is gone: end the stream.
+                    phase.changed().await.ok()?;
+                    let now = *phase.borrow_and_update();
+                    let stopped = now == Phase::Stopped;
+                    let current = status(&service, now)?;
+                    if last != Some(current) {
+                        return Some((Ok(response(current)), (phase, Some(current), stopped)));
+                    }
+                    if stopped {
+                        return None;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(changes)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_follows_the_phase_and_liveness_stays_serving() {
+        for (phase, ready) in
+            [(Phase::Loading, false), (Phase::Ready, true), (Phase::Draining, false), (Phase::Stopped, false)]
+        {
+            for service in ["", "tether.v1.Sidecar"] {
+                let expected = if ready { ServingStatus::Serving } else { ServingStatus::NotServing };
+                assert_eq!(status(service, phase), Some(expected), "{service:?} in {phase:?}");
+            }
+            assert_eq!(status(LIVENESS_SERVICE, phase), Some(ServingStatus::Serving), "liveness in {phase:?}");
+            assert_eq!(status("tether.v1.Other", phase), None);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_watch_sends_each_change_once_and_ends_when_the_sidecar_stops() {
+        use futures::StreamExt as _;
+        let (phase, receiver) = watch::channel(Phase::Loading);
+        let service = HealthService { phase: receiver };
+        let request = Request::new(HealthCheckRequest { service: String::new() });
+        let mut stream = service.watch(request).await.unwrap().into_inner();
+        let mut next = async || stream.next().await.map(|r| ServingStatus::try_from(r.unwrap().status).unwrap());
+        assert_eq!(next().await, Some(ServingStatus::NotServing));
+        phase.send_replace(Phase::Ready);
+        assert_eq!(next().await, Some(ServingStatus::Serving));
+        phase.send_replace(Phase::Draining);
+        assert_eq!(next().await, Some(ServingStatus::NotServing));
+        phase.send_replace(Phase::Stopped);
+        assert_eq!(next().await, None, "no repeat of NOT_SERVING, and the stream ends");
+    }
+}

@@ -1,0 +1,79 @@
+//! `GET /metrics` over HTTP/1.1, for Prometheus to scrape.
+//!
+//! hyper's HTTP/1 server (already in the build through tonic) with one route;
+//! a web framework would add nothing but weight.
+//!
+//! Ownership: [`serve`] owns the listener and one task per connection in a
+//! `JoinSet`; it ends when `stop` completes, and dropping the set ends the
+//! connections still open (Prometheus keeps one alive between scrapes).
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+/// How long to back off after a failed `accept` (e.g. out of file
+/// descriptors) before trying again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Serves `page()` at `GET /metrics` on `listener` until `stop` completes.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    page: impl Fn() -> String + Send + Sync + 'static,
+    stop: impl Future<Output = ()>,
+) {
+    let page = Arc::new(page);
+    let mut connections = JoinSet::new();
+    tokio::pin!(stop);
+    loop {
+        let stream = tokio::select! {
+            () = &mut stop => return,
+            // Reap finished connections so the set does not grow.
+            Some(_) = connections.join_next() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    tracing::warn!(%error, "the metrics listener failed to accept a connection");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let page = page.clone();
+        connections.spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let page = page.clone();
+                async move { Ok::<_, Infallible>(respond(&request, || page())) }
+            });
+            if let Err(error) = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
+                tracing::debug!(%error, "a metrics connection ended with an error");
+            }
+        });
+    }
+}
+
+/// The answer to one request: the page for `GET /metrics`, else a status
+/// that says what to ask instead.
+fn respond(request: &Request<Incoming>, page: impl FnOnce() -> String) -> Response<Full<Bytes>> {
+    let text = |status: StatusCode, body: String, content_type: &'static str| {
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static(content_type));
+        response
+    };
+    let plain = "text/plain; charset=utf-8";
+    if request.uri().path() != "/metrics" {
+        return text(StatusCode::NOT_FOUND, "not found; the metrics are at `/metrics`\n".to_owned(), plain);
+    }
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "use GET for `/metrics`\n".to_owned(), plain);
+    }
+    text(StatusCode::OK, page(), crate::metrics::CONTENT_TYPE)
+}
