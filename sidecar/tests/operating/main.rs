@@ -1,0 +1,12 @@
+//! The operator's view of the real `tether-sidecar` process, over real
+//! sockets: drain on SIGTERM/SIGINT, health and readiness, gRPC reflection,
+//! Prometheus metrics (`docs/operating.md`). One binary, one module per area.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
+
+mod support;
+
+mod drain;
+mod health;
+mod metrics;
+mod reflection;
