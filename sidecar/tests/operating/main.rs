@@ -1,6 +1,7 @@
 //! The operator's view of the real `tether-sidecar` process, over real
 //! sockets: drain on SIGTERM/SIGINT, health and readiness, gRPC reflection,
-//! Prometheus metrics (`docs/operating.md`). One binary, one module per area.
+//! Prometheus metrics (`docs/operating.md`), and a Python client following
+//! the wire contract. One binary, one module per area.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
 
@@ -9,4 +10,5 @@ mod support;
 mod drain;
 mod health;
 mod metrics;
+mod python_client;
 mod reflection;

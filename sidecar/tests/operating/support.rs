@@ -29,7 +29,9 @@ pub fn shared_cache() -> PathBuf {
 /// printed if the test fails.
 pub struct SidecarProcess {
     child: Child,
-    /// The run listener, e.g. `127.0.0.1:41234`.
+    /// Every run listener, as announced: `127.0.0.1:41234`, `unix:/path`.
+    pub listeners: Vec<String>,
+    /// The TCP run listener, e.g. `127.0.0.1:41234`.
     pub address: String,
     /// The health-only listener, when `--health-listen` was given.
     pub health_address: Option<String>,
@@ -41,8 +43,9 @@ pub struct SidecarProcess {
 }
 
 impl SidecarProcess {
-    /// Starts the sidecar on `127.0.0.1:0` with `cache` and `args`, and
-    /// waits until it has announced its listeners.
+    /// Starts the sidecar on `127.0.0.1:0` with `cache` and `args` (which
+    /// may add `--socket`, `--health-listen`, `--metrics-listen`), and waits
+    /// until it has announced its listeners.
     pub fn start(cache: &Path, args: &[&str]) -> SidecarProcess {
         let log = tempfile::NamedTempFile::new().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_tether-sidecar"))
@@ -55,21 +58,26 @@ impl SidecarProcess {
             .spawn()
             .expect("the sidecar starts");
         let stdout = child.stdout.take().unwrap();
+        let run_listeners = 1 + usize::from(args.contains(&"--socket"));
         let wants_health = args.contains(&"--health-listen");
         let wants_metrics = args.contains(&"--metrics-listen");
         let mut lines = BufReader::new(stdout).lines();
-        let (mut address, mut health_address, mut metrics_url) = (String::new(), None, None);
-        while address.is_empty() || (wants_health && health_address.is_none()) || (wants_metrics && metrics_url.is_none()) {
+        let (mut listeners, mut health_address, mut metrics_url) = (Vec::new(), None, None);
+        while listeners.len() < run_listeners
+            || (wants_health && health_address.is_none())
+            || (wants_metrics && metrics_url.is_none())
+        {
             let line = lines.next().expect("the sidecar announces its listeners").unwrap();
             if let Some(found) = line.strip_prefix("listening on ") {
-                address = found.to_owned();
+                listeners.push(found.to_owned());
             } else if let Some(found) = line.strip_prefix("health listening on ") {
                 health_address = Some(found.to_owned());
             } else if let Some(found) = line.strip_prefix("metrics listening on ") {
                 metrics_url = Some(found.to_owned());
             }
         }
-        SidecarProcess { child, address, health_address, metrics_url, log, _stdout: lines }
+        let address = listeners.iter().find(|listener| !listener.starts_with("unix:")).cloned().unwrap();
+        SidecarProcess { child, listeners, address, health_address, metrics_url, log, _stdout: lines }
     }
 
     /// Sends `signal` to the process.

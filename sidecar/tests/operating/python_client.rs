@@ -7,28 +7,17 @@
 //! Needs Python 3 with `grpcio` and `grpcio-tools`; `./x test` installs them
 //! into `target/py` and points `TETHER_PYTHON` at that interpreter.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-
-/// Kills the sidecar when the test ends, however it ends.
-struct Sidecar(Child);
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::support::{SidecarProcess, shared_cache};
+use std::path::Path;
+use std::process::Command;
+use tonic_health::pb::health_check_response::ServingStatus;
 
 fn python() -> String {
     std::env::var("TETHER_PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
-#[test]
-fn a_python_grpc_client_follows_every_stream_rule_over_tcp_and_a_unix_socket() {
+#[tokio::test]
+async fn a_python_grpc_client_follows_every_stream_rule_over_tcp_and_a_unix_socket() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let work = tempfile::tempdir().unwrap();
     let generated = work.path().join("generated");
@@ -52,30 +41,14 @@ fn a_python_grpc_client_follows_every_stream_rule_over_tcp_and_a_unix_socket() {
     }
 
     let socket = work.path().join("sidecar.sock");
-    let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tether-cache");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tether-sidecar"))
-        .args(["--listen", "127.0.0.1:0", "--socket"])
-        .arg(&socket)
-        .arg("--cache-dir")
-        .arg(&cache)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the sidecar starts");
-    let stdout = child.stdout.take().unwrap();
-    let sidecar = Sidecar(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let mut targets = Vec::new();
-    while targets.len() < 2 {
-        let line = lines.next().expect("the sidecar announces its listeners").unwrap();
-        if let Some(target) = line.strip_prefix("listening on ") {
-            targets.push(target.to_owned());
-        }
-    }
+    let sidecar = SidecarProcess::start(&shared_cache(), &["--socket", socket.to_str().unwrap()]);
+    // The listeners are up before the guest is loaded; the client starts once it is.
+    sidecar.wait_for_health("", ServingStatus::Serving).await;
 
     let run = Command::new(python())
         .arg(root.join("sidecar/tests/python/conformance.py"))
         .arg(&generated)
-        .args(&targets)
+        .args(&sidecar.listeners)
         .output()
         .expect("python3 runs");
     drop(sidecar);
