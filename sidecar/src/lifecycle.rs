@@ -2,8 +2,9 @@
 //! of its run tasks.
 //!
 //! Ownership: every run is a task in [`Lifecycle`]'s [`TaskTracker`]. A run
-//! task ends on its own (see `service.rs`) or when [`Lifecycle::cancel_runs`]
-//! fires its token; [`Lifecycle::drain`] waits for the tasks, then fires it.
+//! task ends on its own (see `service.rs`) or when [`Lifecycle::stop`] fires
+//! its token; [`Lifecycle::drain`] waits for the tasks first, up to its
+//! deadline.
 //! The phase moves only forward, so a late "loaded" never undoes a drain.
 
 use std::future::Future;
