@@ -5,6 +5,7 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
 use tether_sidecar::{Limits, Sidecar, SidecarConfig};
+use tether_telemetry::TelemetryArgs;
 
 /// The one set of defaults: every flag's default comes from here.
 fn defaults() -> SidecarConfig {
@@ -66,16 +67,15 @@ struct Args {
     /// Where compiled guests are cached (default: the user cache directory).
     #[arg(long, env = "TETHER_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // Logs go to stderr; stdout carries only the `listening on …` lines.
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
     let args = Args::parse();
+    // Logs go to stderr; stdout carries only the `listening on …` lines.
+    let telemetry = args.telemetry.config("tether-sidecar", "info").init()?;
     let cpu_time = Duration::try_from_secs_f64(args.cpu_seconds).context("--cpu-seconds must be a positive number")?;
     let config = SidecarConfig {
         limits: Limits {
@@ -124,8 +124,14 @@ async fn main() -> anyhow::Result<()> {
         servers.spawn(async move { sidecar.serve_unix(listener, signal).await });
     }
     anyhow::ensure!(!servers.is_empty(), "nothing to serve on: give --socket or drop --no-tcp");
-    while let Some(result) = servers.join_next().await {
-        result.context("a server task failed")??;
-    }
-    Ok(())
+    let served = async {
+        while let Some(result) = servers.join_next().await {
+            result.context("a server task failed")??;
+        }
+        anyhow::Ok(())
+    };
+    let served = served.await;
+    // Every run has ended: its spans are sent before the process exits.
+    telemetry.shutdown().await;
+    served
 }

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use tether_proto::pb::{self, backend_message, sidecar_server};
+use tether_telemetry::TraceContext;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -60,6 +61,8 @@ impl sidecar_server::Sidecar for SidecarService {
     type RunStream = ReceiverStream<Result<pb::SidecarMessage, Status>>;
 
     async fn run(&self, request: Request<Streaming<pb::BackendMessage>>) -> Result<Response<Self::RunStream>, Status> {
+        // The backend's span for the run, if it sent one: the run's span is its child.
+        let parent = TraceContext::from_metadata(request.metadata());
         let mut inbound = request.into_inner();
         let first = inbound.message().await.map_err(|status| Status::from(RejectRun::Unreadable(status)))?;
         let start = match first {
@@ -78,7 +81,15 @@ impl sidecar_server::Sidecar for SidecarService {
             self.shared.capacity.admit().map_err(|full| Status::from(RejectRun::QueueFull(full.0)))?;
 
         let (sender, receiver) = mpsc::channel(OUTBOUND_BUFFER);
-        let span = tracing::info_span!("run", run_id = %plan.run_id, turn_id = %plan.turn_id, language = %plan.language);
+        let span = tracing::info_span!(
+            "run",
+            run_id = %plan.run_id,
+            turn_id = %plan.turn_id,
+            language = %plan.language,
+            outcome = tracing::field::Empty,
+            calls = tracing::field::Empty,
+        );
+        parent.set_parent_of(&span);
         let task = RunTask { shared: self.shared.clone(), plan, outbound: Outbound::new(sender), admission };
         self.shared.tasks.spawn(task.drive(inbound).instrument(span));
         Ok(Response::new(ReceiverStream::new(receiver)))
@@ -119,6 +130,8 @@ enum InboundEnd {
 impl RunTask {
     async fn drive(self, inbound: Streaming<pb::BackendMessage>) {
         let RunTask { shared, plan, outbound, mut admission } = self;
+        // `drive` runs in the run's span (`run`): its calls' spans hang below it.
+        let run_span = tracing::Span::current();
         let started = Instant::now();
         let link = RunLink::new(outbound.clone(), plan.limits.output_bytes);
         let cpu = Arc::new(CpuMeter::default());
@@ -132,7 +145,7 @@ impl RunTask {
                 args_bytes: plan.limits.args_bytes,
                 result_bytes: plan.limits.result_bytes,
             };
-            let port = CallPort::new(limits, link.clone(), slot);
+            let port = CallPort::new(limits, link.clone(), slot, run_span.clone());
             let Some(pre) = shared.engine.runtime(&plan.language) else {
                 return RunEnd::Internal(format!("runtime `{}` vanished", plan.language));
             };
@@ -159,6 +172,9 @@ impl RunTask {
             () = shared.shutdown.cancelled() => RunEnd::Cancelled(CancelledBy::Shutdown),
         };
         // The guest future is dropped here: the instance, slot and waiting place are free.
+        run_span.record("outcome", end.kind());
+        // Signed: OpenTelemetry keeps unsigned numbers as text.
+        run_span.record("calls", i64::from(link.stats.calls.load(Ordering::Relaxed)));
         let run_end = match end {
             RunEnd::BackendGone => {
                 tracing::info!("run ended: the backend went away");
