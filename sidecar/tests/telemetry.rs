@@ -182,11 +182,13 @@ impl Drop for SidecarProcess {
 // The trace
 // ---------------------------------------------------------------------------
 
-/// Two calls in one batch: one the tool answers, one it fails.
+/// Two calls in one batch — one the tool answers, one it fails — then one
+/// the sidecar refuses by itself (a tool name over 256 bytes).
 const SCRIPT: &str = r#"
 import asyncio
 found, missing = await asyncio.gather(call_async("lookup", id="c1"), call_async("lookup", id="nobody"))
-[found["ok"], missing["error"]["code"]]
+refused = call("x" * 300)
+[found["ok"], missing["error"]["code"], refused["error"]["code"]]
 "#;
 
 fn lookup_tool() -> (ToolSpec, Arc<dyn tether_backend::turn::ToolExecutor>) {
@@ -225,7 +227,7 @@ async fn one_trace_runs_from_the_run_script_call_through_the_sidecar_to_each_nes
     let result = turn
         .execute(CallRequest::new("call_1", "run_script", json!({"code": SCRIPT})), CallOrigin::Model)
         .await;
-    assert_eq!(result.to_model_value()["value"]["result"], json!([true, "not_found"]), "{result:?}");
+    assert_eq!(result.to_model_value()["value"]["result"], json!([true, "not_found", "tool_not_found"]), "{result:?}");
 
     telemetry.shutdown().await;
     drop(subscriber_guard);
@@ -257,7 +259,7 @@ async fn one_trace_runs_from_the_run_script_call_through_the_sidecar_to_each_nes
     assert_eq!(run.str_attr("run_id").as_deref(), Some(run_id.as_str()));
     assert_eq!(run.str_attr("turn_id").as_deref(), Some("turn-otel"));
     assert_eq!(run.str_attr("outcome").as_deref(), Some("completed"));
-    assert_eq!(run.attr("calls"), Some(json!(2)));
+    assert_eq!(run.attr("calls"), Some(json!(3)));
 
     // Each call: the sidecar's span below the run, the backend's execution below that.
     for (call_id, sidecar_outcome, backend_outcome, code) in
@@ -286,6 +288,19 @@ async fn one_trace_runs_from_the_run_script_call_through_the_sidecar_to_each_nes
         assert!(sent.span.start_time_unix_nano >= run.span.start_time_unix_nano);
         assert!(executed.span.end_time_unix_nano <= sent.span.end_time_unix_nano);
     }
+
+    // The call the sidecar refused: its span, and the backend's record of it below.
+    let refused = find("tether-sidecar", "call", "call_1/3");
+    assert_eq!(refused.span.parent_span_id, run.span.span_id);
+    assert_eq!(refused.attr("batch"), Some(json!(2)));
+    assert_eq!(refused.str_attr("outcome").as_deref(), Some("refused"));
+    assert_eq!(refused.str_attr("code").as_deref(), Some("tool_not_found"));
+    let recorded = find("tether-backend", "tool_call", "call_1/3");
+    assert_eq!(recorded.span.parent_span_id, refused.span.span_id, "the backend's record is a child of the refusal");
+    assert_eq!(recorded.str_attr("tool").map(|t| t.len()), Some(256), "the name as the sidecar reported it, cut");
+    assert_eq!(recorded.str_attr("outcome").as_deref(), Some("failed"));
+    assert_eq!(recorded.str_attr("code").as_deref(), Some("tool_not_found"));
+    assert_eq!(recorded.str_attr("step").as_deref(), Some("sidecar"));
 
     let traces: std::collections::BTreeSet<&Vec<u8>> = spans.iter().map(|s| &s.span.trace_id).collect();
     assert_eq!(traces.len(), 1, "one trace for the whole run: {spans:#?}");
