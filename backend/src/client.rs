@@ -20,8 +20,8 @@ use tether_proto::pb::{self, backend_message, sidecar_client, sidecar_message};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use tether_telemetry::TraceContext;
 use tonic::transport::{Channel, Endpoint, Uri};
-use tracing::Instrument;
 
 /// Messages the client may queue to the sidecar before waiting.
 const OUTBOUND_BUFFER: usize = 64;
@@ -141,86 +141,86 @@ impl SidecarClient {
         handler: &dyn CallHandler,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, ClientError> {
-        let span = tracing::info_span!("script_run", run_id = %request.run_id);
-        async move {
-            let (outbound, receiver) = mpsc::channel(OUTBOUND_BUFFER);
-            let start = pb::BackendMessage { kind: Some(backend_message::Kind::Start(request.into_start())) };
-            outbound.send(start).await.map_err(|_| ClientError::Protocol("the outbound queue closed".into()))?;
-            let mut inbound = self.grpc.clone().run(ReceiverStream::new(receiver)).await?.into_inner();
+        // The sidecar's span for the run becomes a child of the caller's span
+        // (for a `Turn`, the `run_script` call's): its trace context goes
+        // along as request metadata.
+        let trace_context = TraceContext::of(&tracing::Span::current());
+        let (outbound, receiver) = mpsc::channel(OUTBOUND_BUFFER);
+        let start = pb::BackendMessage { kind: Some(backend_message::Kind::Start(request.into_start())) };
+        outbound.send(start).await.map_err(|_| ClientError::Protocol("the outbound queue closed".into()))?;
+        let mut run = tonic::Request::new(ReceiverStream::new(receiver));
+        trace_context.inject(run.metadata_mut());
+        let mut inbound = self.grpc.clone().run(run).await?.into_inner();
 
-            // Calls being served; refusals being recorded (these finish even
-            // after `Finished`: they are part of the run's record).
-            let mut in_flight: FuturesUnordered<BoxFuture<'_, pb::ToolResult>> = FuturesUnordered::new();
-            let mut recording: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
-            let mut cancel_sent = false;
-            loop {
-                tokio::select! {
-                    // Biased: a refusal already received is recorded (its
-                    // first, synchronous part) before later calls start, so
-                    // the run's records follow the script's order.
-                    biased;
-                    Some(()) = recording.next() => {}
-                    Some(result) = in_flight.next() => {
-                        let message = pb::BackendMessage { kind: Some(backend_message::Kind::ToolResult(result)) };
-                        // A closed queue means the stream is over; `Finished` or an error follows.
-                        let _ = outbound.send(message).await;
-                    }
-                    message = inbound.message() => {
-                        let Some(message) = message? else {
-                            return Err(ClientError::Protocol("the stream ended without `Finished`".into()));
-                        };
-                        match message.kind {
-                            Some(sidecar_message::Kind::ToolCall(call)) => in_flight.push(Box::pin(serve(handler, call))),
-                            Some(sidecar_message::Kind::CallRefused(refused)) => {
-                                recording.push(Box::pin(record_refusal(handler, refused)));
-                            }
-                            Some(sidecar_message::Kind::Output(output)) => {
-                                handler.output(output.stream(), &output.data);
-                            }
-                            Some(sidecar_message::Kind::Finished(finished)) => {
-                                while recording.next().await.is_some() {}
-                                return Ok(RunOutcome::from_finished(finished));
-                            }
-                            None => return Err(ClientError::Protocol("a sidecar message with no content".into())),
+        // Calls being served; refusals being recorded (these finish even
+        // after `Finished`: they are part of the run's record).
+        let mut in_flight: FuturesUnordered<BoxFuture<'_, pb::ToolResult>> = FuturesUnordered::new();
+        let mut recording: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
+        let mut cancel_sent = false;
+        loop {
+            tokio::select! {
+                // Biased: a refusal already received is recorded (its
+                // first, synchronous part) before later calls start, so
+                // the run's records follow the script's order.
+                biased;
+                Some(()) = recording.next() => {}
+                Some(result) = in_flight.next() => {
+                    let message = pb::BackendMessage { kind: Some(backend_message::Kind::ToolResult(result)) };
+                    // A closed queue means the stream is over; `Finished` or an error follows.
+                    let _ = outbound.send(message).await;
+                }
+                message = inbound.message() => {
+                    let Some(message) = message? else {
+                        return Err(ClientError::Protocol("the stream ended without `Finished`".into()));
+                    };
+                    match message.kind {
+                        Some(sidecar_message::Kind::ToolCall(call)) => in_flight.push(Box::pin(serve(handler, call))),
+                        Some(sidecar_message::Kind::CallRefused(refused)) => {
+                            recording.push(Box::pin(record_refusal(handler, refused)));
                         }
+                        Some(sidecar_message::Kind::Output(output)) => {
+                            handler.output(output.stream(), &output.data);
+                        }
+                        Some(sidecar_message::Kind::Finished(finished)) => {
+                            while recording.next().await.is_some() {}
+                            return Ok(RunOutcome::from_finished(finished));
+                        }
+                        None => return Err(ClientError::Protocol("a sidecar message with no content".into())),
                     }
-                    () = cancel.cancelled(), if !cancel_sent => {
-                        cancel_sent = true;
-                        let message = pb::BackendMessage { kind: Some(backend_message::Kind::Cancel(pb::Cancel { reason: "cancelled by the backend".into() })) };
-                        let _ = outbound.send(message).await;
-                    }
+                }
+                () = cancel.cancelled(), if !cancel_sent => {
+                    cancel_sent = true;
+                    let message = pb::BackendMessage { kind: Some(backend_message::Kind::Cancel(pb::Cancel { reason: "cancelled by the backend".into() })) };
+                    let _ = outbound.send(message).await;
                 }
             }
         }
-        .instrument(span)
-        .await
     }
 }
 
+/// Serves one call. The handler makes its own span for the call (the turn's
+/// is a child of the sidecar's call span, whose context the call carries).
 async fn serve(handler: &dyn CallHandler, call: pb::ToolCall) -> pb::ToolResult {
-    let span = tracing::info_span!("script_call", call_id = %call.id, tool = %call.name);
-    async move {
-        let outcome = match serde_json::from_str(&call.args_json) {
-            Ok(args) => {
-                let script_call = ScriptCall {
-                    id: call.id.clone(),
-                    name: call.name,
-                    args,
-                    batch: call.batch,
-                    batch_size: call.batch_size,
-                    max_result_bytes: call.max_result_bytes,
-                };
-                handler.call(script_call).await
-            }
-            Err(error) => {
-                let reason = Reason::ArgumentsNotJson { error: error.to_string() };
-                ToolOutcome::failed(reason.code().as_str(), reason.message())
-            }
-        };
-        outcome.into_proto(call.id)
-    }
-    .instrument(span)
-    .await
+    let outcome = match serde_json::from_str(&call.args_json) {
+        Ok(args) => {
+            let script_call = ScriptCall {
+                id: call.id.clone(),
+                name: call.name,
+                args,
+                batch: call.batch,
+                batch_size: call.batch_size,
+                max_result_bytes: call.max_result_bytes,
+                trace_context: TraceContext::from_headers(call.trace_context),
+            };
+            handler.call(script_call).await
+        }
+        Err(error) => {
+            let reason = Reason::ArgumentsNotJson { error: error.to_string() };
+            tracing::warn!(call_id = %call.id, tool = %call.name, "the sidecar sent arguments that are not JSON");
+            ToolOutcome::failed(reason.code().as_str(), reason.message())
+        }
+    };
+    outcome.into_proto(call.id)
 }
 
 async fn record_refusal(handler: &dyn CallHandler, refused: pb::CallRefused) {
@@ -232,6 +232,7 @@ async fn record_refusal(handler: &dyn CallHandler, refused: pb::CallRefused) {
         args_truncated: refused.args_truncated,
         code: failure.code,
         message: failure.message,
+        trace_context: TraceContext::from_headers(refused.trace_context),
     };
     handler.refused(call).await;
 }

@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 use tether_proto::pb;
+use tether_telemetry::TraceContext;
 
 /// One tool call a script made.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +20,10 @@ pub struct ScriptCall {
     /// The most bytes the result may have as JSON (the run's
     /// `max_result_bytes`); a larger one does not reach the script.
     pub max_result_bytes: u64,
+    /// The trace context of the sidecar's span for this call (empty when
+    /// the sidecar exports no traces): make your span for the call its child
+    /// with [`TraceContext::set_parent_of`], as the turn does.
+    pub trace_context: TraceContext,
 }
 
 /// A call the sidecar refused by itself (past the per-script cap, arguments
@@ -39,6 +44,9 @@ pub struct RefusedCall {
     pub code: String,
     /// The message the script got.
     pub message: String,
+    /// The trace context of the sidecar's span for this call, as in
+    /// [`ScriptCall::trace_context`].
+    pub trace_context: TraceContext,
 }
 
 /// What a call produced: a value, or the failure-shaped result (refusal,

@@ -8,12 +8,21 @@
 //! - [`error`]: [`ClientError`], why a run could not be carried out
 //! - [`turn`]: [`Turn`] — the one execution path every tool call goes through,
 //!   the model's and every script's: checks, approval, audit log, effect ledger
+//! - [`telemetry`]: logs and traces — text or JSON log lines, and spans
+//!   exported over OTLP, one trace from the model's `run_script` call through
+//!   the sidecar to every call the script makes (`docs/operating.md`)
 
 pub mod client;
 pub mod error;
 pub mod handler;
 pub mod outcome;
 pub mod turn;
+
+/// Logs and traces: set them up with
+/// `telemetry::TelemetryConfig::new("my-backend").otlp_endpoint(Some(url)).init()`,
+/// or add [`telemetry::otlp_layer`] to a subscriber of your own; call
+/// [`telemetry::Telemetry::shutdown`] before exiting.
+pub use tether_telemetry as telemetry;
 
 pub use client::{RunRequest, SidecarClient};
 pub use error::ClientError;

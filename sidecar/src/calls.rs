@@ -26,6 +26,7 @@ use std::time::Instant;
 use tether_codes::Reason;
 use tether_guest::{CallRequest, CallResult, Failure};
 use tether_proto::pb;
+use tether_telemetry::TraceContext;
 use tracing::Instrument;
 
 /// Bytes of a refused call's arguments reported in `CallRefused`.
@@ -150,6 +151,7 @@ pub(crate) struct CallPort {
     limits: CallLimits,
     link: RunLink,
     slot: ExecutionSlot,
+    run_span: tracing::Span,
     made: u32,
     batches: u32,
     cap_reported: bool,
@@ -162,9 +164,9 @@ enum Verdict {
 }
 
 impl CallPort {
-    /// A port for a run that holds `slot`.
-    pub(crate) fn new(limits: CallLimits, link: RunLink, slot: ExecutionSlot) -> Self {
-        CallPort { limits, link, slot, made: 0, batches: 0, cap_reported: false }
+    /// A port for a run that holds `slot`; its calls' spans are children of `run_span`.
+    pub(crate) fn new(limits: CallLimits, link: RunLink, slot: ExecutionSlot, run_span: tracing::Span) -> Self {
+        CallPort { limits, link, slot, run_span, made: 0, batches: 0, cap_reported: false }
     }
 
     /// Makes a batch of calls and returns one result per call, in order.
@@ -187,21 +189,35 @@ impl CallPort {
         }
 
         // Output first, then every call in the order the script made them.
+        // Each call sent or reported gets a span (below the run's), whose
+        // trace context travels with the call so the backend's span for it
+        // is its child.
         self.link.flush_output().await?;
+        let mut spans = Vec::new();
         let mut answers = Vec::new();
         for verdict in &mut verdicts {
             match verdict {
                 Verdict::Forward(call) => {
                     call.batch_size = forwarded as u32;
-                    let answer = self.link.pending.expect(&call.id);
-                    tracing::debug!(call_id = %call.id, tool = %call.name, "tool call sent");
+                    let span = self.call_span(&call.id, &call.name, batch);
+                    call.trace_context = TraceContext::of(&span).into_headers();
+                    answers.push((self.link.pending.expect(&call.id), Instant::now()));
+                    span.in_scope(|| tracing::debug!("tool call sent"));
+                    spans.push(span);
                     self.link.outbound.send(pb::sidecar_message::Kind::ToolCall(call.clone())).await?;
-                    answers.push((call.id.clone(), call.name.clone(), answer, Instant::now()));
                 }
                 Verdict::Refuse { refusal, report: true } => {
-                    tracing::info!(call_id = %refusal.id, tool = %refusal.name, code = ?refusal.failure.as_ref().map(|f| &f.code), "call refused in the sidecar");
+                    let span = self.call_span(&refusal.id, &refusal.name, batch);
+                    let code = refusal.failure.as_ref().map_or("", |f| f.code.as_str());
+                    span.record("outcome", "refused");
+                    span.record("code", code);
+                    span.in_scope(|| tracing::info!(code, "call refused in the sidecar"));
+                    refusal.trace_context = TraceContext::of(&span).into_headers();
                     self.link.outbound.send(pb::sidecar_message::Kind::CallRefused(refusal.clone())).await?;
                 }
+                // Past the cap, only the first refusal is reported: the rest
+                // get no span either (a loop could make millions); the run's
+                // span counts them.
                 Verdict::Refuse { report: false, .. } => {}
             }
         }
@@ -209,9 +225,8 @@ impl CallPort {
         let mut answered = match waiting_place {
             Some(place) => {
                 let waited_from = Instant::now();
-                let waits = answers.into_iter().map(|(id, tool, answer, sent)| {
-                    let span = tracing::info_span!("call", call_id = %id, tool = %tool);
-                    async move { answer.await.ok().map(|result| (result, sent.elapsed())) }.instrument(span)
+                let waits = spans.iter().zip(answers).map(|(span, (answer, sent))| {
+                    async move { answer.await.ok().map(|result| (result, sent.elapsed())) }.instrument(span.clone())
                 });
                 let results = self.slot.give_back_while(place, join_all(waits)).await;
                 self.link.stats.wait_us.fetch_add(waited_from.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -219,6 +234,7 @@ impl CallPort {
             }
             None => Vec::new().into_iter(),
         };
+        let mut spans = spans.into_iter();
         Ok(verdicts
             .into_iter()
             .map(|verdict| {
@@ -226,7 +242,14 @@ impl CallPort {
                     Verdict::Forward(call) => {
                         let answer = answered.next().flatten();
                         let round_trip = answer.as_ref().map(|(_, round_trip)| *round_trip);
-                        (self.to_call_result(&call.name, answer.map(|(result, _)| result)), round_trip)
+                        let result = self.to_call_result(&call.name, answer.map(|(result, _)| result));
+                        if let Some(span) = spans.next() {
+                            match &result {
+                                CallResult::Ok(_) => span.record("outcome", "ok"),
+                                CallResult::Err(failure) => span.record("outcome", "failed").record("code", failure.code.as_str()),
+                            };
+                        }
+                        (result, round_trip)
                     }
                     Verdict::Refuse { refusal, .. } => {
                         let failure = refusal.failure.map(|f| Failure { code: f.code, message: f.message });
@@ -237,6 +260,22 @@ impl CallPort {
                 result
             })
             .collect())
+    }
+
+    /// The span of call `id` to `tool`, below the run's span. Its `outcome`
+    /// is recorded when known: `ok`, `failed` or `refused` (by the sidecar),
+    /// with the failure's `code`.
+    fn call_span(&self, id: &str, tool: &str, batch: u32) -> tracing::Span {
+        tracing::info_span!(
+            parent: &self.run_span,
+            "call",
+            call_id = %id,
+            tool = %tool,
+            // Signed: OpenTelemetry keeps unsigned numbers as text.
+            batch = i64::from(batch),
+            outcome = tracing::field::Empty,
+            code = tracing::field::Empty,
+        )
     }
 
     /// Counts the call, then refuses what the sidecar itself refuses.
@@ -274,6 +313,7 @@ impl CallPort {
             batch,
             batch_size: 0,
             max_result_bytes: self.limits.result_bytes,
+            trace_context: Default::default(),
         })
     }
 
@@ -319,5 +359,6 @@ fn refused(id: &str, name: &str, args_json: &str, batch: u32, reason: &Reason) -
         args_truncated: args.len() < args_json.len(),
         failure: Some(pb::Failure { code: reason.code().as_str().to_owned(), message: reason.message() }),
         batch,
+        trace_context: Default::default(),
     }
 }

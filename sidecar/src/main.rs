@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tether_sidecar::{DEFAULT_DRAIN_DEADLINE, Limits, ShutdownSignals, Sidecar, SidecarConfig};
 use tokio::task::JoinSet;
+use tether_telemetry::TelemetryArgs;
 
 /// The one set of defaults: every flag's default comes from here.
 fn defaults() -> SidecarConfig {
@@ -76,6 +77,8 @@ struct Args {
     /// Serve Prometheus metrics at `GET /metrics` on this TCP address.
     #[arg(long, env = "TETHER_METRICS_LISTEN")]
     metrics_listen: Option<String>,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
 }
 
 /// How long the servers may take to close their connections once every run
@@ -87,12 +90,9 @@ type Servers = JoinSet<Result<(), tether_sidecar::SidecarError>>;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // Logs go to stderr; stdout carries only the `listening on …` lines.
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
     let args = Args::parse();
+    // Logs go to stderr; stdout carries only the `listening on …` lines.
+    let telemetry = args.telemetry.config("tether-sidecar", "info").init()?;
     let cpu_time = Duration::try_from_secs_f64(args.cpu_seconds).context("--cpu-seconds must be a positive number")?;
     let config = SidecarConfig {
         limits: Limits {
@@ -158,7 +158,10 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         });
     }
-    run_until_drained(&sidecar, servers, &mut signals, Duration::from_secs(args.drain_deadline_seconds)).await
+    let served = run_until_drained(&sidecar, servers, &mut signals, Duration::from_secs(args.drain_deadline_seconds)).await;
+    // Every run has ended: its spans are sent before the process exits.
+    telemetry.shutdown().await;
+    served
 }
 
 /// Serves until SIGTERM or SIGINT — failing at once if the guests cannot load

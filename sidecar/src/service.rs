@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use tether_proto::pb::{self, backend_message, sidecar_server};
+use tether_telemetry::TraceContext;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -61,7 +62,9 @@ impl sidecar_server::Sidecar for SidecarService {
     type RunStream = ReceiverStream<Result<pb::SidecarMessage, Status>>;
 
     async fn run(&self, request: Request<Streaming<pb::BackendMessage>>) -> Result<Response<Self::RunStream>, Status> {
-        match self.open(request.into_inner()).await {
+        // The backend's span for the run, if it sent one: the run's span is its child.
+        let parent = TraceContext::from_metadata(request.metadata());
+        match self.open(request.into_inner(), parent).await {
             Ok(outbound) => Ok(Response::new(outbound)),
             Err(reject) => {
                 self.shared.metrics.run_refused(reject.metric_reason());
@@ -90,7 +93,11 @@ impl sidecar_server::Sidecar for SidecarService {
 
 impl SidecarService {
     /// Reads `Start` and admits the run, or says why not.
-    async fn open(&self, mut inbound: Streaming<pb::BackendMessage>) -> Result<<Self as sidecar_server::Sidecar>::RunStream, RejectRun> {
+    async fn open(
+        &self,
+        mut inbound: Streaming<pb::BackendMessage>,
+        parent: TraceContext,
+    ) -> Result<<Self as sidecar_server::Sidecar>::RunStream, RejectRun> {
         let first = inbound.message().await.map_err(RejectRun::Unreadable)?;
         let start = match first {
             Some(pb::BackendMessage { kind: Some(backend_message::Kind::Start(start)) }) => start,
@@ -110,7 +117,15 @@ impl SidecarService {
         let admission = self.shared.capacity.admit().map_err(|full| RejectRun::QueueFull(full.0))?;
 
         let (sender, receiver) = mpsc::channel(OUTBOUND_BUFFER);
-        let span = tracing::info_span!("run", run_id = %plan.run_id, turn_id = %plan.turn_id, language = %plan.language);
+        let span = tracing::info_span!(
+            "run",
+            run_id = %plan.run_id,
+            turn_id = %plan.turn_id,
+            language = %plan.language,
+            outcome = tracing::field::Empty,
+            calls = tracing::field::Empty,
+        );
+        parent.set_parent_of(&span);
         let task = RunTask { shared: self.shared.clone(), engine, plan, outbound: Outbound::new(sender), admission };
         self.shared.lifecycle.spawn_run(task.drive(inbound).instrument(span));
         Ok(ReceiverStream::new(receiver))
@@ -140,6 +155,8 @@ enum InboundEnd {
 impl RunTask {
     async fn drive(self, inbound: Streaming<pb::BackendMessage>) {
         let RunTask { shared, engine, plan, outbound, mut admission } = self;
+        // `drive` runs in the run's span (`run`): its calls' spans hang below it.
+        let run_span = tracing::Span::current();
         let started = Instant::now();
         let link = RunLink::new(outbound.clone(), plan.limits.output_bytes, shared.metrics.clone());
         let cpu = Arc::new(CpuMeter::default());
@@ -153,7 +170,7 @@ impl RunTask {
                 args_bytes: plan.limits.args_bytes,
                 result_bytes: plan.limits.result_bytes,
             };
-            let port = CallPort::new(limits, link.clone(), slot);
+            let port = CallPort::new(limits, link.clone(), slot, run_span.clone());
             let Some(pre) = engine.runtime(&plan.language) else {
                 return RunEnd::Internal(format!("runtime `{}` vanished", plan.language));
             };
@@ -180,6 +197,9 @@ impl RunTask {
             () = shared.lifecycle.runs_cancelled() => RunEnd::Cancelled(CancelledBy::Shutdown),
         };
         // The guest future is dropped here: the instance, slot and waiting place are free.
+        run_span.record("outcome", end.kind());
+        // Signed: OpenTelemetry keeps unsigned numbers as text.
+        run_span.record("calls", i64::from(link.stats.calls.load(Ordering::Relaxed)));
         let run_end = match end {
             RunEnd::BackendGone => {
                 tracing::info!("run ended: the backend went away");

@@ -16,6 +16,7 @@ use tether_cli::demo::{self, DemoWorld};
 use tether_cli::demo_turn::{DemoTurn, PrintEvents};
 use tether_cli::embedded::EmbeddedSidecar;
 use tether_sidecar::SidecarConfig;
+use tether_telemetry::TelemetryArgs;
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Run LLM-written scripts whose tool calls come back to the turn")]
@@ -30,6 +31,8 @@ struct Cli {
     /// The SQLite audit log and effect ledger (default: in the temp directory).
     #[arg(long, global = true)]
     audit_db: Option<PathBuf>,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -65,11 +68,15 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    let telemetry = cli.telemetry.config("tether-backend", "warn").init()?;
+    let outcome = run(cli).await;
+    // The turn's spans (and an embedded sidecar's) are sent before exiting.
+    telemetry.shutdown().await;
+    outcome
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     let (source, input, label) = match cli.command {
         Command::Demo { gather } => {
             let (script, name) =
@@ -125,5 +132,24 @@ async fn main() -> anyhow::Result<()> {
     match shown.get("ok") {
         Some(Value::Bool(true)) => Ok(()),
         _ => anyhow::bail!("the script did not complete"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tether_telemetry::LogFormat;
+
+    #[test]
+    fn logging_flags_go_before_or_after_the_command() {
+        let before = ["tether", "--log-format", "json", "--otlp-endpoint", "http://collector:4317", "run", "s.py"];
+        let after = ["tether", "run", "s.py", "--log-format", "json", "--otlp-endpoint", "http://collector:4317"];
+        for argv in [before, after] {
+            let cli = Cli::try_parse_from(argv).unwrap();
+            assert_eq!(cli.telemetry.log_format, LogFormat::Json, "{argv:?}");
+            assert_eq!(cli.telemetry.otlp_endpoint.as_deref(), Some("http://collector:4317"), "{argv:?}");
+        }
+        let wrong = Cli::try_parse_from(["tether", "--log-format", "xml", "demo"]).unwrap_err().to_string();
+        assert!(wrong.contains("text") && wrong.contains("json"), "{wrong}");
     }
 }

@@ -6,6 +6,7 @@ use super::step::Step;
 use serde_json::{Value, json};
 use std::fmt;
 use tether_codes::{Code, Reason};
+use tether_telemetry::TraceContext;
 
 /// A tool call as issued: by the model, or by a script through the sidecar.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,17 +20,27 @@ pub struct CallRequest {
     /// The most bytes the result may have as JSON for the caller to receive
     /// it (a script's run sets it); `None`: no limit beyond the turn's own.
     pub max_result_bytes: Option<u64>,
+    /// The trace context of the caller's span in another process (a
+    /// script's call carries the sidecar's span for it); the call's span is
+    /// its child. Empty: the call's span is a child of the current span.
+    pub trace_context: TraceContext,
 }
 
 impl CallRequest {
     /// A call `id` to `name` with `args`, with no result limit of its own.
     pub fn new(id: impl Into<String>, name: impl Into<String>, args: Value) -> Self {
-        CallRequest { id: id.into(), name: name.into(), args, max_result_bytes: None }
+        CallRequest { id: id.into(), name: name.into(), args, max_result_bytes: None, trace_context: TraceContext::default() }
     }
 
     /// Sets the most bytes the result may have as JSON.
     pub fn max_result_bytes(mut self, limit: u64) -> Self {
         self.max_result_bytes = Some(limit);
+        self
+    }
+
+    /// Makes the call's span a child of `context`, a span in another process.
+    pub fn trace_context(mut self, context: TraceContext) -> Self {
+        self.trace_context = context;
         self
     }
 }

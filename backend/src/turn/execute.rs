@@ -67,16 +67,10 @@ impl Turn {
     /// row (status `abandoned`) are written from the drop, and a ledger row
     /// already `started` stays so — the effect may have happened.
     pub async fn execute(&self, request: CallRequest, origin: CallOrigin) -> CallResult {
-        let span = tracing::info_span!(
-            "tool_call",
-            turn_id = %self.id(),
-            call_id = %request.id,
-            tool = %request.name,
-            origin = origin.kind(),
-            depth = origin.depth(),
-        );
+        let span = self.call_span(&request, &origin);
+        let guard_span = span.clone();
         async move {
-            let mut guard = CallGuard::start(self.clone(), &request, &origin);
+            let mut guard = CallGuard::start(self.clone(), &request, &origin, guard_span);
             let outcome = self.steps(&request, &origin, &mut guard).await;
             guard.finish(outcome).await
         }
@@ -89,14 +83,37 @@ impl Turn {
     /// as every call: `ToolStarted`, one terminal event, one audit row. The
     /// call takes nothing from the turn's budget.
     pub async fn record_refused(&self, request: CallRequest, origin: CallOrigin, failure: Failure) -> CallResult {
-        let span = tracing::info_span!("tool_call", turn_id = %self.id(), call_id = %request.id, tool = %request.name, origin = origin.kind(), depth = origin.depth());
+        let span = self.call_span(&request, &origin);
+        let guard_span = span.clone();
         async move {
-            let mut guard = CallGuard::start(self.clone(), &request, &origin);
+            let mut guard = CallGuard::start(self.clone(), &request, &origin, guard_span);
             guard.step = failure.step;
             guard.finish(Err(failure)).await
         }
         .instrument(span)
         .await
+    }
+
+    /// The span of one call: a child of the request's remote trace context
+    /// when it carries one (a script's call: the sidecar's span for it),
+    /// else of the current span. The guard records `outcome` (the audit
+    /// row's status), `code` and `step` when the call settles.
+    fn call_span(&self, request: &CallRequest, origin: &CallOrigin) -> tracing::Span {
+        let span = tracing::info_span!(
+            "tool_call",
+            turn_id = %self.id(),
+            call_id = %request.id,
+            tool = %request.name,
+            origin = origin.kind(),
+            // Signed: OpenTelemetry keeps unsigned numbers as text.
+            depth = i64::from(origin.depth()),
+            run_id = origin.run_id(),
+            outcome = tracing::field::Empty,
+            code = tracing::field::Empty,
+            step = tracing::field::Empty,
+        );
+        request.trace_context.set_parent_of(&span);
+        span
     }
 
     async fn steps(&self, request: &CallRequest, origin: &CallOrigin, guard: &mut CallGuard) -> StepsOutcome {

@@ -32,11 +32,14 @@ pub(crate) struct CallGuard {
     /// The audit row [`CallGuard::finish`] is enqueuing; written from `Drop`
     /// if the finish is dropped before the row is queued.
     unqueued: Option<AuditRecord>,
+    /// The call's span, which gets the audit row's status, code and step.
+    span: tracing::Span,
 }
 
 impl CallGuard {
-    /// Starts the bookkeeping and emits `ToolStarted`.
-    pub(crate) fn start(turn: Turn, request: &CallRequest, origin: &CallOrigin) -> CallGuard {
+    /// Starts the bookkeeping and emits `ToolStarted`; the outcome will be
+    /// recorded on `span`.
+    pub(crate) fn start(turn: Turn, request: &CallRequest, origin: &CallOrigin, span: tracing::Span) -> CallGuard {
         let shown = turn.redact(&request.name, &request.args);
         let args = cut(&shown.to_string(), turn.limits().audit_args_bytes);
         turn.inner.events.emit(&ToolEvent::ToolStarted {
@@ -57,6 +60,7 @@ impl CallGuard {
             approval: None,
             settled: false,
             unqueued: None,
+            span,
         }
     }
 
@@ -65,7 +69,15 @@ impl CallGuard {
         &self.identity
     }
 
+    /// The call's audit row; its status, code and step go on the call's span too.
     fn record(&self, status: CallStatus, step: Option<Step>, code: Option<String>, duration: Duration) -> AuditRecord {
+        self.span.record("outcome", status.as_str());
+        if let Some(code) = &code {
+            self.span.record("code", code.as_str());
+        }
+        if let Some(step) = step {
+            self.span.record("step", step.as_str());
+        }
         AuditRecord {
             call: self.identity.clone(),
             step,

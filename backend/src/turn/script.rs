@@ -135,6 +135,8 @@ impl ToolExecutor for ScriptExecutor {
         };
         let turn = context.turn.clone();
         let run_id = turn.next_run_id();
+        // This runs in the `run_script` call's span: it names the run it starts.
+        tracing::Span::current().record("run_id", run_id.as_str());
         // The script's calls are one level below the call that started it.
         let depth = context.depth() + 1;
         let mut limits = self.tool.limits;
@@ -260,7 +262,7 @@ impl ScriptCalls {
 impl CallHandler for ScriptCalls {
     async fn call(&self, call: ScriptCall) -> ToolOutcome {
         let slot = self.summary.begin(&call.id, &call.name);
-        let mut request = CallRequest::new(call.id, call.name, call.args);
+        let mut request = CallRequest::new(call.id, call.name, call.args).trace_context(call.trace_context);
         if call.max_result_bytes > 0 {
             request = request.max_result_bytes(call.max_result_bytes);
         }
@@ -283,7 +285,8 @@ impl CallHandler for ScriptCalls {
         let slot = self.summary.begin(&call.id, &call.name);
         // The arguments as far as the sidecar reported them; cut ones stay text.
         let args = serde_json::from_str(&call.args_json).unwrap_or(Value::String(call.args_json));
-        let result = self.turn.record_refused(CallRequest::new(call.id, call.name, args), self.origin(), failure).await;
+        let request = CallRequest::new(call.id, call.name, args).trace_context(call.trace_context);
+        let result = self.turn.record_refused(request, self.origin(), failure).await;
         self.summary.settle(slot, &result);
     }
 }
