@@ -113,8 +113,8 @@ struct SidecarProcess {
 
 impl SidecarProcess {
     /// Starts the sidecar with `args` and waits until it announces its TCP
-    /// listener (the guest is compiled or loaded by then). Its stderr is
-    /// kept, line by line.
+    /// listener and reports ready (the guest compiled or loaded from the
+    /// cache). Its stderr is kept, line by line.
     async fn start(args: &[&str], rust_log: &str) -> SidecarProcess {
         let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tether-cache");
         let mut child = Command::new(env!("CARGO_BIN_EXE_tether-sidecar"))
@@ -148,7 +148,26 @@ impl SidecarProcess {
                 panic!("the sidecar exited without listening:\n{}", stderr.join("\n"));
             }
         }
+        process.wait_until_ready().await;
         process
+    }
+
+    /// Polls readiness (`tether.v1.Sidecar` on gRPC health) until SERVING:
+    /// the listeners come up before the guest is loaded.
+    async fn wait_until_ready(&self) {
+        use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
+        let channel = tonic::transport::Channel::from_shared(self.url.clone()).unwrap().connect().await.expect("the sidecar accepts connections");
+        let mut health = HealthClient::new(channel);
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(600);
+        loop {
+            let request = HealthCheckRequest { service: "tether.v1.Sidecar".to_owned() };
+            let status = health.check(request).await.expect("a health check").into_inner().status;
+            if status == ServingStatus::Serving as i32 {
+                return;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the sidecar never became ready");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 
     /// Stops the sidecar as an operator does (SIGINT), waits for it to exit
