@@ -33,7 +33,7 @@ mod stream;
 mod unix_authority;
 
 pub use config::{Limits, MAX_SENT_MESSAGE_BYTES, SidecarConfig};
-pub use engine::{EPOCH_TICK, EngineError};
+pub use engine::{EPOCH_TICK, EngineError, prepare_cache};
 pub use module_cache::default_cache_dir;
 pub use server::{Sidecar, SidecarError};
 pub use service::SidecarService;

@@ -66,6 +66,10 @@ struct Args {
     /// Where compiled guests are cached (default: the user cache directory).
     #[arg(long, env = "TETHER_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// Compile the guests into the cache directory and exit, so that a later
+    /// start (e.g. of a container image built with this) serves at once.
+    #[arg(long)]
+    prepare_cache: bool,
 }
 
 #[tokio::main]
@@ -96,6 +100,12 @@ async fn main() -> anyhow::Result<()> {
         cache_dir: args.cache_dir,
         ..defaults()
     };
+    if args.prepare_cache {
+        for path in tether_sidecar::prepare_cache(&config).context("failed to prepare the compile cache")? {
+            println!("cached {}", path.display());
+        }
+        return Ok(());
+    }
     let sidecar = Sidecar::new(config).context("failed to start the sidecar")?;
     let signal = async {
         // If the signal handler cannot be installed, serve until killed.
