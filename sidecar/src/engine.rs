@@ -10,6 +10,7 @@ use crate::config::SidecarConfig;
 use crate::module_cache;
 use crate::state::RunState;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, PoolingAllocationConfig};
 
@@ -40,6 +41,16 @@ pub enum EngineError {
         /// Why.
         source: wasmtime::Error,
     },
+    /// [`prepare_cache`] could not write a compiled guest.
+    #[error("cannot store the compiled `{runtime}` guest in `{}`: {source:#}; give the sidecar a cache directory it can write (`--cache-dir`)", dir.display())]
+    Cache {
+        /// The runtime's name.
+        runtime: String,
+        /// The cache directory.
+        dir: PathBuf,
+        /// Why.
+        source: wasmtime::Error,
+    },
 }
 
 /// wasmtime, configured once, with every runtime compiled and linked.
@@ -66,11 +77,9 @@ impl SandboxEngine {
             .map_err(EngineError::Setup)?;
         abi::add_to_linker(&mut linker).map_err(EngineError::Setup)?;
 
-        let cache_dir = config.cache_dir.clone().unwrap_or_else(module_cache::default_cache_dir);
-        let guests = std::iter::once(("python".to_owned(), tether_guests::PYTHON))
-            .chain(config.extra_runtimes.iter().map(|(name, wasm)| (name.clone(), wasm.as_slice())));
+        let cache_dir = cache_dir(config);
         let mut runtimes = BTreeMap::new();
-        for (name, wasm) in guests {
+        for (name, wasm) in guests(config) {
             let guest_error = |source| EngineError::Guest { runtime: name.clone(), source };
             let module = module_cache::load_or_compile(&engine, &cache_dir, &name, wasm).map_err(guest_error)?;
             let pre = linker.instantiate_pre(&module).map_err(guest_error)?;
@@ -89,6 +98,42 @@ impl SandboxEngine {
     pub(crate) fn runtime_names(&self) -> Vec<String> {
         self.runtimes.keys().cloned().collect()
     }
+}
+
+/// Compiles every runtime a sidecar with `config` loads (the Python runtime
+/// and `config.extra_runtimes`) into its cache directory, unless a compiled
+/// form that loads is already there, and returns the cached files' paths.
+///
+/// A sidecar started later with the same wasmtime, guests and cache directory
+/// on a compatible CPU then loads them without compiling, even from a
+/// read-only directory: this is how a container image ships ready to serve.
+///
+/// # Errors
+/// [`EngineError::Setup`] if wasmtime cannot be set up for `config`,
+/// [`EngineError::Guest`] if a guest does not compile, [`EngineError::Cache`]
+/// if the cache directory cannot be written.
+pub fn prepare_cache(config: &SidecarConfig) -> Result<Vec<PathBuf>, EngineError> {
+    let engine = Engine::new(&wasmtime_config(config)).map_err(EngineError::Setup)?;
+    let dir = cache_dir(config);
+    guests(config)
+        .map(|(runtime, wasm)| {
+            module_cache::prepare(&engine, &dir, &runtime, wasm).map_err(|error| match error {
+                module_cache::CacheError::Compile(source) => EngineError::Guest { runtime, source },
+                module_cache::CacheError::Store(source) => EngineError::Cache { runtime, dir: dir.clone(), source },
+            })
+        })
+        .collect()
+}
+
+/// The cache directory `config` names, else the default one.
+fn cache_dir(config: &SidecarConfig) -> PathBuf {
+    config.cache_dir.clone().unwrap_or_else(module_cache::default_cache_dir)
+}
+
+/// Every runtime a sidecar with `config` loads: its name and its module.
+fn guests(config: &SidecarConfig) -> impl Iterator<Item = (String, &[u8])> {
+    std::iter::once(("python".to_owned(), tether_guests::PYTHON))
+        .chain(config.extra_runtimes.iter().map(|(name, wasm)| (name.clone(), wasm.as_slice())))
 }
 
 fn wasmtime_config(config: &SidecarConfig) -> Config {

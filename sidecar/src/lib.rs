@@ -44,7 +44,7 @@ mod stream;
 mod unix_authority;
 
 pub use config::{DEFAULT_DRAIN_DEADLINE, Limits, MAX_SENT_MESSAGE_BYTES, SidecarConfig};
-pub use engine::{EPOCH_TICK, EngineError};
+pub use engine::{EPOCH_TICK, EngineError, prepare_cache};
 pub use health::{LIVENESS_SERVICE, READINESS_SERVICES};
 pub use lifecycle::{DrainReport, Phase};
 pub use module_cache::default_cache_dir;

@@ -79,6 +79,10 @@ struct Args {
     metrics_listen: Option<String>,
     #[command(flatten)]
     telemetry: TelemetryArgs,
+    /// Compile the guests into the cache directory and exit, so that a later
+    /// start (e.g. of a container image built with this) serves at once.
+    #[arg(long)]
+    prepare_cache: bool,
 }
 
 /// How long the servers may take to close their connections once every run
@@ -113,6 +117,12 @@ async fn main() -> anyhow::Result<()> {
         cache_dir: args.cache_dir,
         ..defaults()
     };
+    if args.prepare_cache {
+        for path in tether_sidecar::prepare_cache(&config).context("failed to prepare the compile cache")? {
+            println!("cached {}", path.display());
+        }
+        return Ok(());
+    }
     // Lifecycle: catch signals first, listen at once, load the guests in the
     // background (readiness says when), drain on the first signal.
     let mut signals = ShutdownSignals::install().context("cannot catch SIGTERM and SIGINT")?;

@@ -33,26 +33,71 @@ pub fn default_cache_dir() -> PathBuf {
 ///
 /// # Errors
 /// Only when `wasm` does not compile. A cache that cannot be read or written is
-/// logged and bypassed.
+/// logged and bypassed, so a read-only cache directory works: warm, it is only
+/// read; cold, the guest is compiled in memory at every start.
 pub(crate) fn load_or_compile(engine: &Engine, dir: &Path, name: &str, wasm: &[u8]) -> wasmtime::Result<Module> {
     let path = dir.join(cache_file_name(engine, name, wasm));
     let _guard = COMPILE_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if path.is_file() {
-        // SAFETY: only this function writes files under these names, each is
-        // renamed into place whole, and the name includes the engine's
-        // compatibility hash. A directory an attacker can write to is outside
-        // this guarantee, as for any executable code cache.
-        match unsafe { Module::deserialize_file(engine, &path) } {
-            Ok(module) => return Ok(module),
-            Err(error) => tracing::warn!(path = %path.display(), %error, "discarding an unreadable compiled guest"),
-        }
+    if let Some(module) = load(engine, &path) {
+        return Ok(module);
     }
-    let started = std::time::Instant::now();
-    let module = Module::new(engine, wasm)?;
-    tracing::info!(guest = name, elapsed_ms = started.elapsed().as_millis() as u64, "compiled guest");
+    let module = compile(engine, name, wasm)?;
     if let Err(error) = store(&module, dir, &path) {
         tracing::warn!(path = %path.display(), %error, "could not cache the compiled guest; the next start compiles again");
     }
+    Ok(module)
+}
+
+/// Makes sure `dir` holds a compiled form of `name` that loads, compiling and
+/// storing it if not, and returns its path.
+///
+/// # Errors
+/// [`CacheError::Compile`] when `wasm` does not compile, [`CacheError::Store`]
+/// when the compiled form cannot be written to `dir`.
+pub(crate) fn prepare(engine: &Engine, dir: &Path, name: &str, wasm: &[u8]) -> Result<PathBuf, CacheError> {
+    let path = dir.join(cache_file_name(engine, name, wasm));
+    let _guard = COMPILE_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if load(engine, &path).is_none() {
+        // Find out that the directory cannot be written before spending
+        // seconds on compiling.
+        check_writable(dir).map_err(|error| CacheError::Store(error.into()))?;
+        let module = compile(engine, name, wasm).map_err(CacheError::Compile)?;
+        store(&module, dir, &path).map_err(CacheError::Store)?;
+    }
+    Ok(path)
+}
+
+/// Why [`prepare`] failed.
+#[derive(Debug)]
+pub(crate) enum CacheError {
+    /// The guest does not compile.
+    Compile(wasmtime::Error),
+    /// The compiled guest could not be written.
+    Store(wasmtime::Error),
+}
+
+/// The module stored at `path`, if there is one and it loads.
+fn load(engine: &Engine, path: &Path) -> Option<Module> {
+    if !path.is_file() {
+        return None;
+    }
+    // SAFETY: only this module writes files under these names, each is
+    // renamed into place whole, and the name includes the engine's
+    // compatibility hash. A directory an attacker can write to is outside
+    // this guarantee, as for any executable code cache.
+    match unsafe { Module::deserialize_file(engine, path) } {
+        Ok(module) => Some(module),
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "discarding an unreadable compiled guest");
+            None
+        }
+    }
+}
+
+fn compile(engine: &Engine, name: &str, wasm: &[u8]) -> wasmtime::Result<Module> {
+    let started = std::time::Instant::now();
+    let module = Module::new(engine, wasm)?;
+    tracing::info!(guest = name, elapsed_ms = started.elapsed().as_millis() as u64, "compiled guest");
     Ok(module)
 }
 
@@ -71,6 +116,13 @@ fn store(module: &Module, dir: &Path, path: &Path) -> wasmtime::Result<()> {
     std::fs::write(&temp, bytes)?;
     std::fs::rename(&temp, path)?;
     Ok(())
+}
+
+fn check_writable(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let probe = tempfile_in(dir)?;
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
 }
 
 fn tempfile_in(dir: &Path) -> std::io::Result<PathBuf> {

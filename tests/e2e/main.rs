@@ -10,6 +10,7 @@ mod conformance;
 mod disconnect;
 mod hostile;
 mod limits;
+mod prepare_cache;
 mod protocol;
 mod python_depth;
 mod python_json;
