@@ -102,17 +102,26 @@ pub(crate) struct Meters<'a> {
     pub(crate) link: RunLink,
 }
 
+/// A run's instance after the guest ended. Dropping it returns the instance,
+/// its memory and its slot to the pool (resetting the pages the run dirtied),
+/// so the caller may answer the backend first.
+pub(crate) struct Spent {
+    _store: Store<RunState>,
+}
+
 /// Runs the guest to its end. The caller bounds it by the deadline and drops
 /// it on cancellation; dropping it frees the instance (and its memory) at once.
+/// When the guest ran, the instance comes back as [`Spent`].
 pub(crate) async fn execute(
     pre: &InstancePre<RunState>,
     plan: &RunPlan,
     calls: CallPort,
     output: &CapturedOutput,
     meters: Meters<'_>,
-) -> RunEnd {
+) -> (RunEnd, Option<Spent>) {
     if plan.source_bytes > plan.limits.script_bytes {
-        return RunEnd::Limit(LimitExceeded::ScriptSize { size: plan.source_bytes, limit: plan.limits.script_bytes });
+        let end = RunEnd::Limit(LimitExceeded::ScriptSize { size: plan.source_bytes, limit: plan.limits.script_bytes });
+        return (end, None);
     }
     let wasi = WasiCtxBuilder::new()
         .stdout(output.pipe(Stream::Stdout))
@@ -143,7 +152,7 @@ pub(crate) async fn execute(
         end => end,
     };
     meters.peak_memory.store(store.data().limiter.peak_bytes() as u64, Ordering::Relaxed);
-    end
+    (end, Some(Spent { _store: store }))
 }
 
 async fn run_guest(pre: &InstancePre<RunState>, store: &mut Store<RunState>) -> RunEnd {

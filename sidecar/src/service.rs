@@ -172,7 +172,7 @@ impl RunTask {
             };
             let port = CallPort::new(limits, link.clone(), slot, run_span.clone());
             let Some(pre) = engine.runtime(&plan.language) else {
-                return RunEnd::Internal(format!("runtime `{}` vanished", plan.language));
+                return (RunEnd::Internal(format!("runtime `{}` vanished", plan.language)), None);
             };
             let meters = run::Meters {
                 cpu: cpu.clone(),
@@ -185,18 +185,19 @@ impl RunTask {
         let guest = Metered::new(guest, cpu.clone());
         let deadline = tokio::time::sleep(plan.limits.deadline);
 
-        let end = tokio::select! {
-            end = guest => end,
-            end = read_inbound(inbound, &link.pending) => match end {
+        let (end, spent) = tokio::select! {
+            ended = guest => ended,
+            end = read_inbound(inbound, &link.pending) => (match end {
                 InboundEnd::Cancelled(by) => RunEnd::Cancelled(by),
                 InboundEnd::Broke(what) => RunEnd::ProtocolError(what),
                 InboundEnd::Gone => RunEnd::BackendGone,
-            },
-            () = outbound.closed() => RunEnd::BackendGone,
-            () = deadline => RunEnd::Limit(LimitExceeded::Deadline { limit: plan.limits.deadline }),
-            () = shared.lifecycle.runs_cancelled() => RunEnd::Cancelled(CancelledBy::Shutdown),
+            }, None),
+            () = outbound.closed() => (RunEnd::BackendGone, None),
+            () = deadline => (RunEnd::Limit(LimitExceeded::Deadline { limit: plan.limits.deadline }), None),
+            () = shared.lifecycle.runs_cancelled() => (RunEnd::Cancelled(CancelledBy::Shutdown), None),
         };
-        // The guest future is dropped here: the instance, slot and waiting place are free.
+        // The guest future is dropped here: unless the guest ended by itself
+        // (`spent`), the instance, slot and waiting place are free.
         run_span.record("outcome", end.kind());
         // Signed: OpenTelemetry keeps unsigned numbers as text.
         run_span.record("calls", i64::from(link.stats.calls.load(Ordering::Relaxed)));
@@ -225,10 +226,16 @@ impl RunTask {
         // The last output first; `Finished` then repeats all of it.
         let finished = run_end.into_finished(link.output.contents(), stats, plan.limits.to_proto());
         shared.metrics.run_ended(Some(finished.status()), started.elapsed());
+        // With room on the stream for the last output and `Finished`, the
+        // backend gets its answer before the instance is torn down (the pool
+        // resets its memory then). Without room, teardown comes first, so a
+        // backend that reads slowly never holds a pool slot.
+        let spent = if outbound.has_room(2) { spent } else { drop(spent); None };
         // A failed send means the backend is gone; there is no one left to tell.
         if link.flush_output().await.is_ok() {
             let _ = outbound.send(pb::sidecar_message::Kind::Finished(finished)).await;
         }
+        drop(spent);
     }
 }
 
