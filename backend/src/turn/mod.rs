@@ -41,6 +41,7 @@ mod sqlite;
 mod state;
 mod step;
 mod store;
+mod stubs;
 mod summary;
 mod tool;
 
@@ -63,6 +64,7 @@ pub use script::{SCRIPT_TOOL_NAME, ScriptTool, activate_tools_tool};
 pub use memory::MemoryAuditStore;
 pub use sqlite::{DEFAULT_QUEUE_CAPACITY, SqliteAuditStore, StoreStats};
 pub use state::Turn;
+pub use stubs::python_stubs;
 pub use step::Step;
 pub use store::{AuditStore, Commit, StartVerdict, StoreWrite, start_verdict};
 pub use summary::{MAX_NESTED_ENTRIES, NESTED_ARGS_BYTES, NESTED_ERROR_BYTES};

@@ -189,6 +189,16 @@ impl ToolRegistry {
     /// scripts (a script never sees `run_script`), and — at `max_depth` or
     /// deeper — none that nest. The same list the exclusions (step 3) enforce.
     pub fn callable_tools(&self, depth: u32, max_depth: u32) -> Vec<ToolDef> {
+        self.callable(depth, max_depth).iter().map(tool_def).collect()
+    }
+
+    /// [`callable_tools`](Self::callable_tools)'s tools with their whole
+    /// specs (output schemas, metadata): what the typed stubs are made from.
+    pub fn callable_specs(&self, depth: u32, max_depth: u32) -> Vec<ToolSpec> {
+        self.callable(depth, max_depth).iter().map(|t| t.spec().clone()).collect()
+    }
+
+    fn callable(&self, depth: u32, max_depth: u32) -> Vec<Tool> {
         let state = self.read();
         state
             .tools
@@ -196,7 +206,7 @@ impl ToolRegistry {
             .filter(|t| !t.meta().deferred || state.activated.contains(t.name()))
             .filter(|t| t.meta().script_exclusion().is_none())
             .filter(|t| depth < max_depth || !t.meta().nests)
-            .map(tool_def)
+            .cloned()
             .collect()
     }
 }

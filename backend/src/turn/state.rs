@@ -78,9 +78,33 @@ impl Turn {
         &self.inner.limits
     }
 
-    /// The tool list as the model sees it (deferred tools by name only).
+    /// The tool list as the model sees it (deferred tools by name only). The
+    /// script tool's description ends with the typed stubs of the tools a
+    /// script may call ([`script_stubs`](Self::script_stubs)), so the model
+    /// reads the Python API it writes against.
     pub fn tools_for_model(&self) -> Vec<ListedTool> {
-        self.inner.registry.model_view()
+        let mut listed = self.inner.registry.model_view();
+        let scripted = |name: &str| {
+            matches!(self.inner.registry.lookup(name), super::registry::Lookup::Found(tool) if tool.meta().is_script_tool)
+        };
+        if listed.iter().any(|tool| matches!(tool, ListedTool::Full(def) if scripted(&def.name))) {
+            let stubs = self.script_stubs();
+            for tool in &mut listed {
+                if let ListedTool::Full(def) = tool
+                    && scripted(&def.name)
+                {
+                    def.description = format!("{}\n\nThe tools, as Python:\n```python\n{stubs}```", def.description);
+                }
+            }
+        }
+        listed
+    }
+
+    /// The typed Python stubs of the tools a script started by the model may
+    /// call (depth 1: exclusions and the depth limit applied), the text
+    /// `tether stubs` prints.
+    pub fn script_stubs(&self) -> String {
+        super::stubs::python_stubs(&self.inner.registry.callable_specs(1, self.inner.limits.max_depth))
     }
 
     /// The tools a caller at `depth` may call, as a script whose calls are

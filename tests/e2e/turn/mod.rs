@@ -13,6 +13,7 @@ mod cancel;
 mod list;
 mod refusals;
 mod steps;
+mod stubs;
 
 use crate::support::*;
 use serde_json::{Value, json};

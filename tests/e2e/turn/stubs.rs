@@ -1,0 +1,59 @@
+//! Typed stubs: what the model reads is what a script can call, and it is
+//! Python the sandbox runs.
+
+use super::*;
+
+/// The names the stubs define a function for (not the `call(...)` forms).
+fn stub_functions(stubs: &str) -> Vec<String> {
+    stubs
+        .lines()
+        .filter_map(|line| line.strip_prefix("def "))
+        .filter_map(|rest| rest.split('(').next())
+        .filter(|name| !name.starts_with("_tool_"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_stubs_show_what_a_script_may_call_and_run_as_python_in_the_sandbox() {
+    let (_sidecar, client) = sidecar().await;
+    let w = world(&client, PolicyApprover::approve_all(), |b| b);
+    let stubs = w.turn.script_stubs();
+
+    // Exactly the tools a script is started with: no run_script, nothing deferred.
+    let callable: Vec<String> = w.turn.callable_tools(1).into_iter().map(|def| def.name).collect();
+    let defined = stub_functions(&stubs);
+    assert!(!defined.is_empty(), "{stubs}");
+    for name in &defined {
+        assert!(callable.contains(name), "`{name}` is in the stubs but a script cannot call it");
+    }
+    for name in &callable {
+        assert!(
+            defined.contains(name) || stubs.contains(&format!("# call({name:?}")),
+            "`{name}` is callable but not in the stubs:\n{stubs}"
+        );
+    }
+    assert!(!stubs.contains("run_script"), "a script never sees the script tool");
+
+    // The model reads them at the end of run_script's description.
+    let listed = w.turn.tools_for_model();
+    let description = listed
+        .iter()
+        .find_map(|tool| match tool {
+            ListedTool::Full(def) if def.name == "run_script" => Some(def.description.clone()),
+            _ => None,
+        })
+        .expect("run_script is listed");
+    assert!(description.ends_with(&format!("```python\n{stubs}```")), "{description}");
+
+    // Every stubbed function is a function the script really has.
+    let present = format!("[{}]\nlen([{}])", defined.join(", "), defined.join(", "));
+    let run = w.script(&present, Value::Null).await;
+    assert_eq!(script_value(&run), json!(defined.len()), "{run:?}");
+
+    // And the stubs themselves are Python the guest parses and runs: each
+    // stub takes the keyword arguments its signature declares.
+    let source = format!("{stubs}\nr = get_contract(customer_id='c1')\n[r is None, 'parsed']");
+    let run = w.script(&source, Value::Null).await;
+    assert_eq!(script_value(&run), json!([true, "parsed"]), "{run:?}");
+}
