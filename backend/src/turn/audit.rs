@@ -23,7 +23,7 @@ pub type Redactor = Arc<dyn Fn(&str, &Value) -> Value + Send + Sync>;
 
 /// Who made a call and what it asked: the part an audit row and a ledger row
 /// share. Both tables of every SQL store keep it in the same columns
-/// ([`identity_columns!`], in this order); each store maps them in one place
+/// (`identity_columns!` in `audit.rs`, in this order); each store maps them in one place
 /// (`sqlite/schema.rs`, `postgres/schema.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallIdentity {
