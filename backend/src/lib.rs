@@ -8,6 +8,7 @@
 //! - [`error`]: [`ClientError`], why a run could not be carried out
 //! - [`turn`]: [`Turn`] — the one execution path every tool call goes through,
 //!   the model's and every script's: checks, approval, audit log, effect ledger
+//!   (in SQLite, PostgreSQL or memory, chosen by URL: [`open_audit_store`])
 //! - [`telemetry`]: logs and traces — text or JSON log lines, and spans
 //!   exported over OTLP, one trace from the model's `run_script` call through
 //!   the sidecar to every call the script makes (`docs/operating.md`)
@@ -28,5 +29,8 @@ pub use client::{RunRequest, SidecarClient};
 pub use error::ClientError;
 pub use handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
 pub use outcome::RunOutcome;
-pub use turn::{CallOrigin, CallRequest, CallResult, Code, ScriptTool, SqliteAuditStore, Step, ToolDef, Turn, TurnBuilder};
+pub use turn::{
+    CallOrigin, CallRequest, CallResult, Code, PostgresAuditStore, ScriptTool, SqliteAuditStore, Step, ToolDef, Turn,
+    TurnBuilder, open_audit_store,
+};
 pub use tether_proto::pb;

@@ -5,9 +5,10 @@
 //!   call round trip (a run making N calls to a no-op tool minus a run making
 //!   none, divided by N), and a 20-call batch under `asyncio.gather` against
 //!   20 sequential calls to a 1 ms tool, as a ratio (`runs`)
-//! - `turn-calls`: calls per second through a `Turn` with the SQLite audit
-//!   store — a read-only tool, a tool with effects (ledger rows), and the
-//!   latter from concurrent callers (`turn_calls`)
+//! - `turn-calls`: calls per second through a `Turn` with an audit store
+//!   (SQLite by default, any with `--store URL`) — a read-only tool, a tool
+//!   with effects (ledger rows), and the latter from concurrent callers
+//!   (`turn_calls`)
 
 mod runs;
 mod turn_calls;
@@ -28,7 +29,8 @@ struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Calls per second through `Turn::execute` with a SQLite audit store.
+    /// Calls per second through `Turn::execute` with an audit store
+    /// (SQLite by default; `--store postgres://…` for PostgreSQL).
     TurnCalls(turn_calls::Args),
 }
 

@@ -1,5 +1,6 @@
-//! Calls per second through [`Turn::execute`] with the SQLite audit store
-//! (WAL, `synchronous=FULL`) in a temporary directory, origin `Model`:
+//! Calls per second through [`Turn::execute`] with an audit store — by
+//! default SQLite (WAL, `synchronous=FULL`) in a temporary directory; any
+//! store with `--store URL` (`postgres://…` for PostgreSQL) — origin `Model`:
 //!
 //! 1. a read-only tool, one caller (an audit row per call, no ledger row)
 //! 2. a tool with effects, one caller (`started` durable before the tool
@@ -16,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tether_backend::turn::{
-    AuditStore, CallOrigin, CallRequest, CallStatus, SqliteAuditStore, ToolOutput, ToolSpec, Turn, executor_fn,
+    AuditStore, AuditStoreUrl, CallOrigin, CallRequest, CallStatus, ToolOutput, ToolSpec, Turn, executor_fn,
 };
 
 /// The `turn-calls` options.
@@ -28,10 +29,15 @@ pub(crate) struct Args {
     /// Concurrent callers in the third measurement.
     #[arg(long, default_value_t = 16)]
     callers: usize,
-    /// Where to put the database (default: a fresh temporary directory,
-    /// removed afterwards).
-    #[arg(long)]
+    /// Where to put the SQLite database (default: a fresh temporary
+    /// directory, removed afterwards).
+    #[arg(long, conflicts_with = "store")]
     dir: Option<PathBuf>,
+    /// The audit store, as a URL (`postgres://USER@HOST:PORT/DATABASE`,
+    /// `sqlite:PATH`, …; default: SQLite in `--dir`). Each run writes turns
+    /// of its own (ids carry the process id), so a database may be reused.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
 }
 
 /// One measurement's figures.
@@ -55,7 +61,7 @@ fn turn(id: &str, store: &Arc<dyn AuditStore>, calls: usize) -> anyhow::Result<T
 
 /// `calls` calls of `tool` split over `callers` concurrent callers.
 async fn measure(
-    store: &SqliteAuditStore,
+    store: &Arc<dyn AuditStore>,
     turn: &Turn,
     tool: &'static str,
     calls: usize,
@@ -64,7 +70,7 @@ async fn measure(
     let callers = callers.max(1);
     // Writes of earlier calls still queued are counted here too: make them land first.
     turn.ledger().await?;
-    let commits_before = store.stats().commits;
+    let commits_before = commits(store);
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for caller in 0..callers {
@@ -90,34 +96,45 @@ async fn measure(
     let wall = started.elapsed();
     // Count the commits of this measurement's own rows.
     turn.ledger().await?;
-    let commits = store.stats().commits - commits_before;
+    let commits = commits(store) - commits_before;
     latencies.sort();
     let median = latencies.get(latencies.len() / 2).copied().unwrap_or_default();
     Ok(Figures { calls_per_second: latencies.len() as f64 / wall.as_secs_f64(), median, commits })
+}
+
+/// Transactions `store` has committed (0 for a store that does not count).
+fn commits(store: &Arc<dyn AuditStore>) -> u64 {
+    store.stats().unwrap_or_default().commits
 }
 
 /// Runs the three measurements and prints them.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let temp = tempfile::tempdir().context("creating a temporary directory")?;
     let dir = args.dir.clone().unwrap_or_else(|| temp.path().to_owned());
-    let path = dir.join(format!("tether-bench-{}.db", std::process::id()));
-    let sqlite = Arc::new(SqliteAuditStore::new(&path));
-    let store: Arc<dyn AuditStore> = sqlite.clone();
+    let url = match &args.store {
+        Some(url) => AuditStoreUrl::parse(url)?,
+        None => AuditStoreUrl::Sqlite(dir.join(format!("tether-bench-{}.db", std::process::id()))),
+    };
+    let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
+    // Turn ids of this run only: the tables may hold earlier runs' rows.
+    let id = |name: &str| format!("{name}-{}", std::process::id());
 
     // Warm up: open the database, create the tables, fill the caches.
-    let warm = turn("warm-up", &store, 200)?;
-    measure(&sqlite, &warm, "look", 100, 1).await?;
-    measure(&sqlite, &warm, "act", 100, 1).await?;
+    let warm = turn(&id("warm-up"), &store, 200)?;
+    measure(&store, &warm, "look", 100, 1).await?;
+    measure(&store, &warm, "act", 100, 1).await?;
 
     let calls = args.calls;
-    let read_only = measure(&sqlite, &turn("read-only", &store, calls)?, "look", calls, 1).await?;
-    let effects = measure(&sqlite, &turn("effects", &store, calls)?, "act", calls, 1).await?;
-    let concurrent = measure(&sqlite, &turn("concurrent", &store, calls)?, "act", calls, args.callers).await?;
+    let read_only = measure(&store, &turn(&id("read-only"), &store, calls)?, "look", calls, 1).await?;
+    let effects = measure(&store, &turn(&id("effects"), &store, calls)?, "act", calls, 1).await?;
+    let concurrent = measure(&store, &turn(&id("concurrent"), &store, calls)?, "act", calls, args.callers).await?;
 
-    println!(
-        "calls through Turn::execute, origin model, SQLite store at {} (WAL, synchronous=FULL), {calls} calls each:",
-        path.display()
-    );
+    let what = match &url {
+        AuditStoreUrl::Sqlite(_) => "SQLite (WAL, synchronous=FULL)",
+        AuditStoreUrl::Postgres(_) => "PostgreSQL (synchronous_commit on)",
+        AuditStoreUrl::Memory => "in memory",
+    };
+    println!("calls through Turn::execute, origin model, {what} store at {url}, {calls} calls each:");
     for (what, figures) in [
         ("read-only tool, 1 caller".to_owned(), read_only),
         ("tool with effects, 1 caller".to_owned(), effects),
@@ -130,8 +147,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             figures.commits
         );
     }
-    drop((warm, store, sqlite));
-    if args.dir.is_some() {
+    drop((warm, store));
+    if let (Some(_), AuditStoreUrl::Sqlite(path)) = (&args.dir, &url) {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }

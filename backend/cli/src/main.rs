@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tether_backend::SidecarClient;
-use tether_backend::turn::{Approver, CallOrigin, CallRequest, PolicyApprover, SqliteAuditStore};
+use tether_backend::turn::{Approver, AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover};
 use tether_cli::terminal::TerminalApprover;
 use tether_cli::demo::{self, DemoWorld};
 use tether_cli::demo_turn::{DemoTurn, PrintEvents};
@@ -28,9 +28,12 @@ struct Cli {
     /// Who approves calls that need approval (`send_email`).
     #[arg(long, global = true, value_enum, default_value_t = Approval::Policy)]
     approval: Approval,
-    /// The SQLite audit log and effect ledger (default: in the temp directory).
-    #[arg(long, global = true)]
-    audit_db: Option<PathBuf>,
+    /// Where the audit log and effect ledger go, as a URL: `sqlite:PATH` or a
+    /// plain path (default: a SQLite file in the temp directory),
+    /// `postgres://USER@HOST:PORT/DATABASE` (many backend replicas), or
+    /// `memory:` (see docs/audit.md).
+    #[arg(long, global = true, env = "TETHER_AUDIT_STORE", alias = "audit-db", value_name = "URL")]
+    audit_store: Option<String>,
     #[command(flatten)]
     telemetry: TelemetryArgs,
     #[command(subcommand)]
@@ -108,8 +111,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Approval::Ask => Arc::new(TerminalApprover::new("tether demo")),
         Approval::Deny => Arc::new(PolicyApprover::deny_all()),
     };
-    let audit_path = cli.audit_db.unwrap_or_else(|| std::env::temp_dir().join("tether-demo-audit.db"));
-    let audit = Arc::new(SqliteAuditStore::new(&audit_path));
+    let audit_url = match cli.audit_store {
+        Some(url) => AuditStoreUrl::parse(&url)?,
+        None => AuditStoreUrl::Sqlite(std::env::temp_dir().join("tether-demo-audit.db")),
+    };
+    let audit = audit_url.open().await.with_context(|| format!("cannot open the audit store `{audit_url}`"))?;
     let turn_id = format!("demo-{}", std::process::id());
     let setup = DemoTurn { approver, audit, events: Arc::new(PrintEvents) };
     let turn = setup.build(&turn_id, Arc::new(DemoWorld::default()), client)?;
@@ -120,8 +126,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let audit_rows = turn.audit_log().await?.len();
     let possibly = turn.possibly_executed_approval_actions().await?;
     eprintln!(
-        "audit log: {audit_rows} rows for turn {turn_id} in {}; approval-required actions that ran: {}",
-        audit_path.display(),
+        "audit log: {audit_rows} rows for turn {turn_id} in {audit_url}; approval-required actions that ran: {}",
         possibly.len()
     );
     if let Some(embedded) = embedded {

@@ -22,8 +22,9 @@ pub const DEFAULT_AUDIT_ARGS_BYTES: usize = 4096;
 pub type Redactor = Arc<dyn Fn(&str, &Value) -> Value + Send + Sync>;
 
 /// Who made a call and what it asked: the part an audit row and a ledger row
-/// share. Both tables store it in the same columns, mapped in one place
-/// (`sqlite/schema.rs`).
+/// share. Both tables of every SQL store keep it in the same columns
+/// (`identity_columns!` in `audit.rs`, in this order); each store maps them in one place
+/// (`sqlite/schema.rs`, `postgres/schema.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallIdentity {
     /// The turn.
@@ -65,6 +66,18 @@ impl CallIdentity {
         }
     }
 }
+
+/// The columns a [`CallIdentity`] is stored in, in the order of its fields:
+/// the same names in both tables of every SQL store.
+macro_rules! identity_columns {
+    () => {
+        "turn_id, call_id, parent_call_id, script_run_id, tool, origin, depth, args, args_truncated"
+    };
+}
+pub(crate) use identity_columns;
+
+/// How many columns [`identity_columns!`] names.
+pub(crate) const IDENTITY_COLUMNS: usize = 9;
 
 /// One row per call, written when the call ends, whatever the outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,6 +130,13 @@ impl LedgerState {
     /// The state named `name` by [`LedgerState::as_str`], if any.
     pub fn parse(name: &str) -> Option<LedgerState> {
         [LedgerState::Started, LedgerState::Settled].into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// The state a store read as `name`. The tables allow nothing else, but
+    /// an unknown name counts as `Started`: the state that says the effect
+    /// may have happened.
+    pub(crate) fn from_stored(name: &str) -> LedgerState {
+        LedgerState::parse(name).unwrap_or(LedgerState::Started)
     }
 }
 

@@ -135,6 +135,11 @@ impl CallStatus {
             .into_iter()
             .find(|s| s.as_str() == name)
     }
+
+    /// The status a store read as `name`; an unknown name counts as `Failed`.
+    pub(crate) fn from_stored(name: &str) -> CallStatus {
+        CallStatus::parse(name).unwrap_or(CallStatus::Failed)
+    }
 }
 
 /// The result of [`Turn::execute`](super::Turn::execute): the same shape for

@@ -31,6 +31,18 @@ pub enum StoreError {
     /// SQLite failed.
     #[error("the audit database failed: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed (the server's message, with its SQLSTATE code, is
+    /// part of the text).
+    #[error("the audit database failed: {}", postgres_message(.0))]
+    Postgres(#[from] postgres::Error),
+    /// The URL naming the audit store cannot be used.
+    #[error("the audit store URL `{url}` cannot be used: {reason}")]
+    Url {
+        /// The URL, its password hidden.
+        url: String,
+        /// Why, and what to write instead.
+        reason: String,
+    },
     /// The database file could not be prepared.
     #[error("cannot open the audit database at `{path}`: {reason}")]
     Open {
@@ -64,4 +76,21 @@ pub enum StoreError {
     /// Another store implementation failed.
     #[error("the audit store failed: {0}")]
     Other(String),
+}
+
+/// A PostgreSQL error with everything that explains it: the client's own
+/// words, then each cause — for a server error, its message, SQLSTATE code,
+/// detail and hint.
+pub(crate) fn postgres_message(error: &postgres::Error) -> String {
+    let mut text = error.to_string();
+    if let Some(db) = error.as_db_error() {
+        text.push_str(&format!(": {db} (SQLSTATE {})", db.code().code()));
+        return text;
+    }
+    let mut cause = std::error::Error::source(error);
+    while let Some(error) = cause {
+        text.push_str(&format!(": {error}"));
+        cause = error.source();
+    }
+    text
 }

@@ -13,8 +13,11 @@
 //!   they may do with the turn: [`TurnAccess`]), the one list
 //! - `policy`, `precheck`, `budget`, `approval`: the individual checks
 //! - `audit`: the records (audit row, ledger row, their shared call identity)
-//! - `store` / `sqlite` / `memory`: where records go — the [`AuditStore`]
-//!   trait, the SQLite store (one writer thread, group commit), the in-memory one
+//! - `store` / `url`: where records go — the [`AuditStore`] trait, and
+//!   choosing a store by URL ([`open_audit_store`])
+//! - `group_commit` / `sqlite` / `postgres` / `memory`: the stores — one
+//!   writer thread with group commit that the SQL stores share, SQLite (the
+//!   default, one host), PostgreSQL (many backend replicas), in memory
 //! - `events`, `summary`, `guard`: events, the nested-call summary, and
 //!   the guard that makes every started call settle exactly once
 //! - `script`: the script tool `run_script` — the one adapter to the sidecar
@@ -29,11 +32,13 @@ mod error;
 mod events;
 mod execute;
 mod executor;
+mod group_commit;
 mod guard;
 mod limits;
 mod memory;
 mod origin;
 mod policy;
+mod postgres;
 mod precheck;
 mod registry;
 mod script;
@@ -41,9 +46,12 @@ mod sqlite;
 mod state;
 mod step;
 mod store;
+#[cfg(test)]
+mod store_suite;
 mod stubs;
 mod summary;
 mod tool;
+mod url;
 
 pub use approval::{Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover};
 pub use audit::{AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, Redactor};
@@ -61,14 +69,17 @@ pub use policy::{
 pub use precheck::PreExecutionCheck;
 pub use registry::{ListedTool, Lookup, Tool, ToolRegistry};
 pub use script::{SCRIPT_TOOL_NAME, ScriptTool, activate_tools_tool};
+pub use group_commit::DEFAULT_QUEUE_CAPACITY;
 pub use memory::MemoryAuditStore;
-pub use sqlite::{DEFAULT_QUEUE_CAPACITY, SqliteAuditStore, StoreStats};
+pub use self::postgres::{DEFAULT_APPLICATION_NAME, DEFAULT_CONNECT_TIMEOUT, PostgresAuditStore};
+pub use sqlite::SqliteAuditStore;
 pub use state::Turn;
 pub use stubs::python_stubs;
 pub use step::Step;
-pub use store::{AuditStore, Commit, StartVerdict, StoreWrite, start_verdict};
+pub use store::{AuditStore, Commit, StartVerdict, StoreStats, StoreWrite, start_verdict};
 pub use summary::{MAX_NESTED_ENTRIES, NESTED_ARGS_BYTES, NESTED_ERROR_BYTES};
 pub use tether_codes::{Code, Reason};
 pub use tool::{
     ApprovalRequirement, RepeatRule, ToolDef, ToolError, ToolMeta, ToolOutput, ToolReplay, ToolSpec,
 };
+pub use url::{AuditStoreUrl, open_audit_store};

@@ -1,7 +1,9 @@
 //! [`AuditStore`]: where audit rows and ledger rows go — the seam a host plugs
 //! its own store into. [`SqliteAuditStore`](super::SqliteAuditStore) is the
-//! default; [`MemoryAuditStore`](super::MemoryAuditStore) keeps rows in
-//! memory.
+//! default; [`PostgresAuditStore`](super::PostgresAuditStore) serves many
+//! backend replicas; [`MemoryAuditStore`](super::MemoryAuditStore) keeps rows
+//! in memory. [`open_audit_store`](super::open_audit_store) picks one from a
+//! URL.
 //!
 //! The shape follows what the turn needs from a store that commits in
 //! groups: a write is ENQUEUED at call time, in order, and a [`Commit`] tells
@@ -113,6 +115,25 @@ pub trait AuditStore: Send + Sync + 'static {
     async fn ledger_started(&self, entry: LedgerEntry, replay: ToolReplay) -> Result<(), StoreError> {
         self.enqueue(StoreWrite::Started { entry, replay }).await?.await
     }
+
+    /// What the store has committed since it was created, if it counts
+    /// (default: `None`).
+    fn stats(&self) -> Option<StoreStats> {
+        None
+    }
+}
+
+/// What a store that commits in groups has committed since it was created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreStats {
+    /// Transactions committed: one fsync each.
+    pub commits: u64,
+    /// Writes committed (audit rows, `started`, `settled`).
+    pub writes: u64,
+    /// Transactions run again: after a conflict with another writer of the
+    /// same tables (PostgreSQL: a deadlock or serialization failure), or
+    /// because the connection had closed before the transaction began.
+    pub retries: u64,
 }
 
 /// Resolves once a write is durable (`Ok`) or known to have failed (`Err`:

@@ -69,7 +69,7 @@ async fn a_crash_between_started_and_settled_leaves_a_started_row() {
     assert_eq!((possibly[0].call.origin.as_str(), possibly[0].call.parent_call_id.as_deref()), ("script", Some("s1")));
 
     // After a restart, a fresh store on the same file sees the same row.
-    let reopened = SqliteAuditStore::new(&w.db);
+    let reopened = SqliteAuditStore::new(w.db.as_ref().unwrap());
     let rows = tether_backend::turn::AuditStore::ledger(&reopened, "turn-1").await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].state, LedgerState::Started);

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tether_backend::turn::{
-    AdminPolicy, ArgMatch, AuditRecord, CallOrigin, CallOutcome, CallPattern, CallRequest, CallResult, CallStatus,
+    AdminPolicy, ArgMatch, AuditRecord, AuditStore, CallOrigin, CallOutcome, CallPattern, CallRequest, CallResult, CallStatus,
     Code, EventLog, LedgerState, ListedTool, PolicyApprover, ScriptTool, SqliteAuditStore, Step, ToolError, ToolEvent,
     ToolExecutor, ToolOutput, ToolSpec, Turn, TurnBuilder, UserPermissions, activate_tools_tool, executor_fn,
 };
@@ -71,8 +71,9 @@ pub(super) struct World {
     pub(super) probe: Arc<Probe>,
     pub(super) events: Arc<EventLog>,
     pub(super) approver: Arc<PolicyApprover>,
-    pub(super) db: std::path::PathBuf,
-    pub(super) _dir: tempfile::TempDir,
+    /// The SQLite file, for a world on the default store.
+    pub(super) db: Option<std::path::PathBuf>,
+    pub(super) _dir: Option<tempfile::TempDir>,
 }
 
 pub(super) fn object_schema() -> Value {
@@ -119,13 +120,26 @@ pub(super) fn world(
     approver: PolicyApprover,
     configure: impl FnOnce(TurnBuilder) -> TurnBuilder,
 ) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let mut world = world_on(client, approver, Arc::new(SqliteAuditStore::new(&db)), configure);
+    world.db = Some(db);
+    world._dir = Some(dir);
+    world
+}
+
+/// The same turn as [`world`], with the audit store `store`.
+pub(super) fn world_on(
+    client: &SidecarClient,
+    approver: PolicyApprover,
+    store: Arc<dyn AuditStore>,
+    configure: impl FnOnce(TurnBuilder) -> TurnBuilder,
+) -> World {
     let probe = Probe::new();
     let events = Arc::new(EventLog::new());
     let approver = Arc::new(approver);
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("audit.db");
     let mut builder = Turn::builder("turn-1")
-        .audit_store(Arc::new(SqliteAuditStore::new(&db)))
+        .audit_store(store)
         .events(events.clone())
         .approver(approver.clone())
         .add_tool(ScriptTool::new(client.clone()).into_tool().unwrap())
@@ -166,7 +180,7 @@ pub(super) fn world(
         builder = builder.tool(spec, executor(&probe, name));
     }
     let turn = configure(builder.approval_timeout(Duration::from_millis(300))).build().unwrap();
-    World { turn, probe, events, approver, db, _dir: dir }
+    World { turn, probe, events, approver, db: None, _dir: None }
 }
 
 impl World {

@@ -40,7 +40,7 @@ fn refusal_world(client: &SidecarClient, limits: pb::Limits, configure: impl FnO
         .max_depth(1)
         .approval_timeout(Duration::from_secs(5));
     let turn = configure(builder).build().unwrap();
-    World { turn, probe, events, approver, db, _dir: dir }
+    World { turn, probe, events, approver, db: Some(db), _dir: Some(dir) }
 }
 
 /// A tool with effects whose result is 10 KB.

@@ -3,7 +3,7 @@
 //! (WAL, `synchronous=FULL`) and bringing an older file up to date.
 
 use super::super::approval::ApprovalVerdict;
-use super::super::audit::{AuditRecord, CallIdentity, LedgerEntry, LedgerState};
+use super::super::audit::{AuditRecord, CallIdentity, IDENTITY_COLUMNS, LedgerEntry, LedgerState, identity_columns};
 use super::super::call::CallStatus;
 use super::super::step::Step;
 use super::super::error::StoreError;
@@ -12,14 +12,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use std::path::Path;
 use std::time::Duration;
 
-/// The identity columns, in the order of [`identity_params`] and [`identity_from`].
-macro_rules! identity_columns {
-    () => {
-        "turn_id, call_id, parent_call_id, script_run_id, tool, origin, depth, args, args_truncated"
-    };
-}
-
-/// The identity columns' declarations, the same in both tables.
+/// The identity columns' declarations, the same in both tables, in the order
+/// of `identity_columns!`.
 macro_rules! identity_ddl {
     () => {
         "turn_id TEXT NOT NULL,
@@ -33,9 +27,6 @@ macro_rules! identity_ddl {
     args_truncated INTEGER NOT NULL DEFAULT 0"
     };
 }
-
-/// How many identity columns there are.
-const IDENTITY_LEN: usize = 9;
 
 const SCHEMA: &str = concat!(
     "
@@ -151,7 +142,7 @@ fn add_missing_columns(connection: &Connection) -> rusqlite::Result<()> {
 }
 
 /// The identity's values, in the order of `identity_columns!`.
-fn identity_params(call: &CallIdentity) -> [&dyn ToSql; IDENTITY_LEN] {
+fn identity_params(call: &CallIdentity) -> [&dyn ToSql; IDENTITY_COLUMNS] {
     [
         &call.turn_id,
         &call.call_id,
@@ -165,7 +156,7 @@ fn identity_params(call: &CallIdentity) -> [&dyn ToSql; IDENTITY_LEN] {
     ]
 }
 
-/// The identity in a row's first [`IDENTITY_LEN`] columns.
+/// The identity in a row's first [`IDENTITY_COLUMNS`] columns.
 fn identity_from(row: &Row<'_>) -> rusqlite::Result<CallIdentity> {
     Ok(CallIdentity {
         turn_id: row.get(0)?,
@@ -193,9 +184,7 @@ pub(super) fn insert_audit(c: &Connection, r: &AuditRecord) -> rusqlite::Result<
 pub(super) fn ledger_state(c: &Connection, turn_id: &str, call_id: &str) -> rusqlite::Result<Option<LedgerState>> {
     let state: Option<String> =
         c.prepare_cached(LEDGER_STATE)?.query_row([turn_id, call_id], |row| row.get(0)).optional()?;
-    // The CHECK constraint allows nothing else; an unknown state is treated
-    // as the one that may have had its effect.
-    Ok(state.map(|s| LedgerState::parse(&s).unwrap_or(LedgerState::Started)))
+    Ok(state.as_deref().map(LedgerState::from_stored))
 }
 
 /// Inserts `entry` as a `started` row.
@@ -221,7 +210,7 @@ pub(super) fn settle(c: &Connection, turn_id: &str, call_id: &str, outcome: Call
 pub(super) fn audit_rows(c: &Connection, turn_id: &str) -> rusqlite::Result<Vec<AuditRecord>> {
     let mut statement = c.prepare_cached(SELECT_AUDIT)?;
     let rows = statement.query_map([turn_id], |row| {
-        let n = IDENTITY_LEN;
+        let n = IDENTITY_COLUMNS;
         let step: Option<String> = row.get(n)?;
         let approval: Option<String> = row.get(n + 2)?;
         let status: String = row.get(n + 4)?;
@@ -231,7 +220,7 @@ pub(super) fn audit_rows(c: &Connection, turn_id: &str) -> rusqlite::Result<Vec<
             code: row.get(n + 1)?,
             approval: approval.as_deref().and_then(ApprovalVerdict::parse),
             decided_by: row.get(n + 3)?,
-            status: CallStatus::parse(&status).unwrap_or(CallStatus::Failed),
+            status: CallStatus::from_stored(&status),
             started_at_ms: row.get(n + 5)?,
             finished_at_ms: row.get(n + 6)?,
             duration_us: row.get(n + 7)?,
@@ -244,13 +233,13 @@ pub(super) fn audit_rows(c: &Connection, turn_id: &str) -> rusqlite::Result<Vec<
 pub(super) fn ledger_rows(c: &Connection, turn_id: &str) -> rusqlite::Result<Vec<LedgerEntry>> {
     let mut statement = c.prepare_cached(SELECT_LEDGER)?;
     let rows = statement.query_map([turn_id], |row| {
-        let n = IDENTITY_LEN;
+        let n = IDENTITY_COLUMNS;
         let state: String = row.get(n + 1)?;
         let outcome: Option<String> = row.get(n + 4)?;
         Ok(LedgerEntry {
             call: identity_from(row)?,
             approval_required: row.get(n)?,
-            state: LedgerState::parse(&state).unwrap_or(LedgerState::Started),
+            state: LedgerState::from_stored(&state),
             started_at_ms: row.get(n + 2)?,
             settled_at_ms: row.get(n + 3)?,
             outcome: outcome.as_deref().and_then(CallStatus::parse),

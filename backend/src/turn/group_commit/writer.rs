@@ -3,24 +3,27 @@
 //!
 //! Each round it waits for one operation, then takes everything else queued
 //! (up to [`MAX_GROUP`]), applies every write in ONE transaction and commits
-//! once — one fsync for the whole group under `synchronous=FULL` — then
-//! answers every waiter, then runs the round's reads (which therefore see
-//! every write enqueued before them). While it waits on the disk, new
-//! operations queue up for the next round, so the busier the store, the
-//! larger the groups.
+//! once — one fsync for the whole group — then answers every waiter, then
+//! runs the round's reads (which therefore see every write enqueued before
+//! them). While it waits on the disk, new operations queue up for the next
+//! round, so the busier the store, the larger the groups.
 //!
 //! A round of writes nobody is known to wait on (audit rows, `settled`)
 //! lingers up to [`LINGER`] for a write somebody waits on (`started`) or a
 //! read, and commits with it: a caller making calls one after another then
-//! pays one fsync per call — its `settled` and audit row ride with its next
+//! pays one commit per call — its `settled` and audit row ride with its next
 //! `started` — instead of two back to back.
+//!
+//! The connection is opened on first use and opened again in a later round
+//! when the database says it broke (a server restart, a dropped socket). A
+//! group whose transaction could not even begin (nothing of it reached the
+//! database) is run once more at once, on a new connection. A read that
+//! meets a broken connection fails; the next round opens a new one.
 
 use super::super::audit::AuditRecord;
 use super::super::error::StoreError;
-use super::super::store::{StartVerdict, StoreWrite, start_verdict};
-use super::schema;
-use rusqlite::{Connection, TransactionBehavior};
-use std::path::PathBuf;
+use super::super::store::StoreWrite;
+use super::{Committed, Database, GroupFailure};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -37,20 +40,20 @@ const LINGER: Duration = Duration::from_millis(1);
 pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
 
 /// A read, run on the writer's connection (or given the reason there is none).
-pub(super) type Read = Box<dyn FnOnce(Result<&Connection, StoreError>) + Send>;
+pub(super) type Read<C> = Box<dyn FnOnce(Result<&mut C, StoreError>) + Send>;
 
 /// What the store sends the writer.
 // Writes are most operations and reads are rare: boxing the larger variant
 // would cost an allocation per write to save a few bytes per queue slot.
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Op {
+pub(super) enum Op<C> {
     /// A write and who waits on it.
     Write(StoreWrite, Reply),
     /// A read.
-    Read(Read),
+    Read(Read<C>),
 }
 
-impl Op {
+impl<C> Op<C> {
     /// Whether nobody is known to wait on this: an audit row or `settled`
     /// (the call goes on without waiting for their commit).
     fn can_linger(&self) -> bool {
@@ -65,12 +68,15 @@ pub(super) struct Counters {
     pub(super) commits: AtomicU64,
     /// Writes committed.
     pub(super) writes: AtomicU64,
+    /// Transactions run again (a conflict with another writer, a closed
+    /// connection).
+    pub(super) retries: AtomicU64,
 }
 
 /// The writer thread's state.
-pub(super) struct Writer {
-    pub(super) path: PathBuf,
-    pub(super) queue: mpsc::Receiver<Op>,
+pub(super) struct Writer<D: Database> {
+    pub(super) database: D,
+    pub(super) queue: mpsc::Receiver<Op<D::Connection>>,
     pub(super) counters: Arc<Counters>,
     /// Lets tests stop the writer between rounds.
     #[cfg(test)]
@@ -87,7 +93,7 @@ pub(super) struct Hold {
     pub(super) rounds: AtomicU64,
 }
 
-impl Writer {
+impl<D: Database> Writer<D> {
     /// Runs rounds until every sender is gone and the queue is empty, then
     /// closes the connection. `runtime` only waits on the queue (with a
     /// time limit while lingering).
@@ -117,11 +123,11 @@ impl Writer {
             }
             self.round(&mut connection, ops);
         }
-        tracing::debug!(path = %self.path.display(), "the audit writer stopped");
+        tracing::debug!(database = %self.database.describe(), "the audit writer stopped");
     }
 
     /// Adds what is queued to `ops`, up to [`MAX_GROUP`].
-    fn take_queued(&mut self, ops: &mut Vec<Op>) {
+    fn take_queued(&mut self, ops: &mut Vec<Op<D::Connection>>) {
         while ops.len() < MAX_GROUP {
             match self.queue.try_recv() {
                 Ok(op) => ops.push(op),
@@ -130,7 +136,31 @@ impl Writer {
         }
     }
 
-    fn round(&self, connection: &mut Option<Connection>, ops: Vec<Op>) {
+    /// The open connection, opening one if there is none. A failed open is
+    /// kept in `failed` and given to the rest of the round without trying
+    /// again (it is tried again next round).
+    fn connect<'c>(
+        &self,
+        connection: &'c mut Option<D::Connection>,
+        failed: &mut Option<StoreError>,
+    ) -> Result<&'c mut D::Connection, StoreError> {
+        if let Some(error) = failed {
+            return Err(copy(error));
+        }
+        if connection.is_none() {
+            match self.database.open() {
+                Ok(opened) => *connection = Some(opened),
+                Err(error) => {
+                    tracing::error!(%error, "cannot open the audit database");
+                    *failed = Some(copy(&error));
+                    return Err(error);
+                }
+            }
+        }
+        connection.as_mut().ok_or_else(|| StoreError::Closed("no connection".into()))
+    }
+
+    fn round(&self, connection: &mut Option<D::Connection>, ops: Vec<Op<D::Connection>>) {
         let (mut writes, mut reads) = (Vec::new(), Vec::new());
         for op in ops {
             match op {
@@ -138,84 +168,59 @@ impl Writer {
                 Op::Read(read) => reads.push(read),
             }
         }
-        // Opened on first use; a failed open is retried next round.
-        if connection.is_none() {
-            match schema::open(&self.path) {
-                Ok(opened) => *connection = Some(opened),
-                Err(error) => {
-                    tracing::error!(%error, "cannot open the audit database");
-                    for (write, reply) in writes {
-                        answer(write, reply, Err(copy(&error)));
-                    }
-                    for read in reads {
-                        read(Err(copy(&error)));
-                    }
-                    return;
-                }
-            }
-        }
-        let Some(connection) = connection.as_mut() else { return };
+        let mut failed = None;
         if !writes.is_empty() {
-            match commit(connection, &writes) {
-                Ok(results) => {
-                    self.counters.commits.fetch_add(1, Ordering::Relaxed);
-                    let ok = results.iter().filter(|r| r.is_ok()).count();
-                    self.counters.writes.fetch_add(u64::try_from(ok).unwrap_or(u64::MAX), Ordering::Relaxed);
-                    for ((write, reply), result) in writes.into_iter().zip(results) {
-                        answer(write, reply, result);
-                    }
-                }
-                Err(error) => {
-                    tracing::error!(%error, writes = writes.len(), "cannot commit a group of audit writes; none is durable");
-                    for (write, reply) in writes {
-                        answer(write, reply, Err(StoreError::Commit(error.to_string())));
-                    }
-                }
+            let results = self.commit(connection, &mut failed, &writes);
+            for ((write, reply), result) in writes.into_iter().zip(results) {
+                answer(write, reply, result);
             }
         }
         for read in reads {
-            read(Ok(connection));
+            read(self.connect(connection, &mut failed));
+        }
+        if connection.as_mut().is_some_and(|c| D::is_broken(c)) {
+            tracing::warn!(database = %self.database.describe(), "the audit database connection broke; opening a new one next round");
+            *connection = None;
         }
     }
-}
 
-/// Applies `writes` in one transaction and commits it: each write's own
-/// outcome (a refused replay, a failed statement) if the commit succeeds.
-///
-/// # Errors
-/// If the transaction could not begin or commit, or a failed statement rolled
-/// the whole transaction back: then no write of the group is durable.
-fn commit(connection: &mut Connection, writes: &[(StoreWrite, Reply)]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
-    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let mut results = Vec::with_capacity(writes.len());
-    for (write, _) in writes {
-        let result = apply(&transaction, write);
-        if let Err(error) = &result
-            && transaction.is_autocommit()
-        {
-            return Err(StoreError::Commit(format!("a failed write rolled the group back: {error}")));
-        }
-        results.push(result);
-    }
-    transaction.commit()?;
-    Ok(results)
-}
-
-fn apply(c: &Connection, write: &StoreWrite) -> Result<(), StoreError> {
-    match write {
-        StoreWrite::Audit(record) => schema::insert_audit(c, record)?,
-        StoreWrite::Started { entry, replay } => {
-            let existing = schema::ledger_state(c, &entry.call.turn_id, &entry.call.call_id)?;
-            match start_verdict(&entry.call.call_id, existing, *replay)? {
-                StartVerdict::Insert => schema::insert_started(c, entry)?,
-                StartVerdict::Restart => schema::restart(c, entry)?,
+    /// Commits `writes` as one group: each write's outcome, in order.
+    fn commit(
+        &self,
+        connection: &mut Option<D::Connection>,
+        failed: &mut Option<StoreError>,
+        writes: &[(StoreWrite, Reply)],
+    ) -> Vec<Result<(), StoreError>> {
+        let group: Vec<&StoreWrite> = writes.iter().map(|(write, _)| write).collect();
+        let mut attempt = 0;
+        let failure = loop {
+            attempt += 1;
+            let open = match self.connect(connection, failed) {
+                Ok(open) => open,
+                Err(error) => break error,
+            };
+            match D::commit(open, &group) {
+                Ok(Committed { results, retries }) => {
+                    self.counters.commits.fetch_add(1, Ordering::Relaxed);
+                    self.counters.retries.fetch_add(retries, Ordering::Relaxed);
+                    let ok = results.iter().filter(|r| r.is_ok()).count();
+                    self.counters.writes.fetch_add(u64::try_from(ok).unwrap_or(u64::MAX), Ordering::Relaxed);
+                    return results;
+                }
+                // Nothing reached the database: once more, on a new connection.
+                Err(GroupFailure { error, before_begin: true }) if attempt == 1 => {
+                    tracing::warn!(%error, "the audit transaction could not begin; running the group again on a new connection");
+                    self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                    *connection = None;
+                }
+                Err(GroupFailure { error, .. }) => {
+                    tracing::error!(%error, writes = group.len(), "cannot commit a group of audit writes; none is durable");
+                    break error;
+                }
             }
-        }
-        StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms } => {
-            schema::settle(c, turn_id, call_id, *outcome, *settled_at_ms)?;
-        }
+        };
+        writes.iter().map(|_| Err(copy(&failure))).collect()
     }
-    Ok(())
 }
 
 /// Tells the waiter; a failure nobody waits for is logged with the write
@@ -231,10 +236,12 @@ fn answer(write: StoreWrite, reply: Reply, result: Result<(), StoreError>) {
     }
 }
 
-/// The same failure for another waiter.
+/// The same failure for another waiter: an open failure stays one, anything
+/// else says the group did not commit.
 fn copy(error: &StoreError) -> StoreError {
     match error {
         StoreError::Open { path, reason } => StoreError::Open { path: path.clone(), reason: reason.clone() },
+        StoreError::Commit(why) => StoreError::Commit(why.clone()),
         other => StoreError::Commit(other.to_string()),
     }
 }
