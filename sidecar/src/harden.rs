@@ -78,8 +78,9 @@ impl std::str::FromStr for RunAs {
 /// The hardening to apply.
 #[derive(Debug, Clone, Default)]
 pub struct Hardening {
-    /// `RLIMIT_NOFILE` (soft and hard). `None`: left alone. Without root it
-    /// cannot go above the current hard limit, and is lowered to it.
+    /// `RLIMIT_NOFILE` (soft and hard). `None`: left alone. Without
+    /// `CAP_SYS_RESOURCE` it cannot go above the current hard limit, and is
+    /// lowered to it.
     pub max_open_files: Option<u64>,
     /// Enter a fresh network namespace (needs `CAP_SYS_ADMIN`).
     pub unshare_net: bool,
@@ -114,12 +115,7 @@ impl Hardening {
         sys("set RLIMIT_CORE to 0", setrlimit(Resource::RLIMIT_CORE, 0, 0))?;
         sys("turn off PR_SET_DUMPABLE", nix::sys::prctl::set_dumpable(false))?;
         if let Some(wanted) = self.max_open_files {
-            let (_, hard) = sys("read RLIMIT_NOFILE", getrlimit(Resource::RLIMIT_NOFILE))?;
-            let limit = if Uid::effective().is_root() { wanted } else { wanted.min(hard) };
-            if limit < wanted {
-                tracing::warn!(wanted, hard, "--max-open-files is above the hard limit and the sidecar is not root; using the hard limit");
-            }
-            sys("set RLIMIT_NOFILE", setrlimit(Resource::RLIMIT_NOFILE, limit, limit))?;
+            set_max_open_files(wanted)?;
         }
         sys("set PR_SET_NO_NEW_PRIVS", nix::sys::prctl::set_no_new_privs())?;
         if self.unshare_net {
@@ -138,6 +134,23 @@ impl Hardening {
             uid: Uid::current().as_raw(),
             gid: Gid::current().as_raw(),
         })
+    }
+}
+
+/// Sets `RLIMIT_NOFILE` to `wanted`; above the hard limit without
+/// `CAP_SYS_RESOURCE` (even root may lack it in a container), to the hard
+/// limit ([`HardenReport::max_open_files`] tells; the caller warns, its
+/// logging is not set up yet).
+fn set_max_open_files(wanted: u64) -> Result<(), HardenError> {
+    let (_, hard) = sys("read RLIMIT_NOFILE", getrlimit(Resource::RLIMIT_NOFILE))?;
+    if wanted <= hard {
+        return sys("set RLIMIT_NOFILE", setrlimit(Resource::RLIMIT_NOFILE, wanted, wanted));
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, wanted, wanted) {
+        Err(nix::Error::EPERM) => {
+            sys("set RLIMIT_NOFILE", setrlimit(Resource::RLIMIT_NOFILE, hard, hard))
+        }
+        result => sys("set RLIMIT_NOFILE", result),
     }
 }
 

@@ -245,6 +245,13 @@ async fn serve(args: Args, config: SidecarConfig, bound: Bound, hardened: Option
         return Ok(());
     }
     if let Some(report) = hardened {
+        if report.max_open_files < args.max_open_files {
+            tracing::warn!(
+                wanted = args.max_open_files,
+                hard_limit = report.max_open_files,
+                "--max-open-files is above the hard limit, which this process may not raise; using the hard limit"
+            );
+        }
         tracing::info!(
             uid = report.uid,
             gid = report.gid,

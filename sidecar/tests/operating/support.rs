@@ -98,6 +98,11 @@ impl SidecarProcess {
         kill(Pid::from_raw(self.child.id() as i32), signal).unwrap();
     }
 
+    /// What the process logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
