@@ -166,14 +166,11 @@ fn drop_to(user: RunAs) -> Result<(), HardenError> {
     sys("drop supplementary groups (setgroups)", nix::unistd::setgroups(&[]))?;
     sys("set the group (setgid)", nix::unistd::setgid(gid))?;
     sys("set the user (setuid)", nix::unistd::setuid(uid))?;
-    if !user_is_root(user) && (nix::unistd::setuid(Uid::from_raw(0)).is_ok() || Uid::effective().is_root()) {
+    // Only a full drop (real, effective and saved uid) makes this fail.
+    if user.uid != 0 && (nix::unistd::setuid(Uid::from_raw(0)).is_ok() || Uid::effective().is_root()) {
         return Err(HardenError::RootRegained(user.uid));
     }
     Ok(())
-}
-
-fn user_is_root(user: RunAs) -> bool {
-    user.uid == 0
 }
 
 #[cfg(test)]

@@ -32,8 +32,9 @@ struct Args {
     #[arg(long)]
     no_tcp: bool,
     /// A uid allowed to open runs on the Unix socket (repeatable; env:
-    /// comma-separated). Default: the sidecar's own uid (after --user).
-    /// Root is not allowed unless listed: `--allow-uid 0`.
+    /// comma-separated). With neither --allow-uid nor --allow-gid: the
+    /// sidecar's own uid (after --user). Root is not allowed unless listed:
+    /// `--allow-uid 0`.
     #[arg(long = "allow-uid", env = "TETHER_ALLOW_UID", value_delimiter = ',')]
     allow_uids: Vec<u32>,
     /// A primary gid allowed to open runs on the Unix socket (repeatable; env:
