@@ -21,7 +21,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tether_telemetry::TraceContext;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
 
 /// Messages the client may queue to the sidecar before waiting.
 const OUTBOUND_BUFFER: usize = 64;
@@ -30,6 +31,45 @@ const OUTBOUND_BUFFER: usize = 64;
 #[derive(Debug, Clone)]
 pub struct SidecarClient {
     grpc: sidecar_client::SidecarClient<Channel>,
+    /// `Bearer <token>`, sent as `authorization` with every call.
+    authorization: Option<MetadataValue<Ascii>>,
+}
+
+/// How the client proves to a sidecar that it may open runs (see the
+/// sidecar's `docs/security.md`). The default sends nothing: right for a
+/// Unix socket, where the sidecar checks the client's uid.
+#[derive(Clone, Default)]
+pub struct ClientAuth {
+    /// The sidecar's shared token, sent as `authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// mTLS: needs an `https://` address.
+    pub tls: Option<ClientTls>,
+}
+
+impl std::fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientAuth").field("token", &self.token.as_ref().map(|_| "<redacted>")).field("tls", &self.tls).finish()
+    }
+}
+
+/// The client's side of mTLS, all PEM.
+#[derive(Clone)]
+pub struct ClientTls {
+    /// The CA that signed the sidecar's certificate.
+    pub ca_pem: Vec<u8>,
+    /// The client's certificate, signed by the CA the sidecar trusts.
+    pub cert_pem: Vec<u8>,
+    /// The client's private key.
+    pub key_pem: Vec<u8>,
+    /// The name the sidecar's certificate must carry. Default: the
+    /// address's host.
+    pub domain: Option<String>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls").field("domain", &self.domain).finish_non_exhaustive()
+    }
 }
 
 /// What to run.
@@ -85,6 +125,24 @@ impl SidecarClient {
     /// # Errors
     /// If the address is invalid or the sidecar cannot be reached.
     pub async fn connect(address: &str) -> Result<SidecarClient, ClientError> {
+        SidecarClient::connect_with(address, &ClientAuth::default()).await
+    }
+
+    /// Connects to a sidecar at `address` with credentials: a token and/or
+    /// mTLS for TCP (`https://host:port` for mTLS).
+    ///
+    /// # Errors
+    /// If the address or the credentials are invalid, or the sidecar cannot
+    /// be reached (a TLS handshake the sidecar refuses fails here).
+    pub async fn connect_with(address: &str, auth: &ClientAuth) -> Result<SidecarClient, ClientError> {
+        let authorization = auth
+            .token
+            .as_deref()
+            .map(|token| {
+                MetadataValue::try_from(format!("Bearer {}", token.trim()))
+                    .map_err(|_| ClientError::Credentials("the token must be printable ASCII".into()))
+            })
+            .transpose()?;
         let invalid = |reason: String| ClientError::Address { address: address.to_owned(), reason };
         let channel = if let Some(path) = address.strip_prefix("unix:") {
             let path = PathBuf::from(path);
@@ -96,9 +154,31 @@ impl SidecarClient {
                 }))
                 .await?
         } else {
-            Endpoint::from_shared(address.to_owned()).map_err(|e| invalid(e.to_string()))?.connect().await?
+            let mut endpoint = Endpoint::from_shared(address.to_owned()).map_err(|e| invalid(e.to_string()))?;
+            if let Some(tls) = &auth.tls {
+                if !address.starts_with("https://") {
+                    return Err(ClientError::Credentials(format!("mTLS needs an `https://` address, not `{address}`")));
+                }
+                let mut config = ClientTlsConfig::new()
+                    .ca_certificate(Certificate::from_pem(&tls.ca_pem))
+                    .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+                if let Some(domain) = &tls.domain {
+                    config = config.domain_name(domain.clone());
+                }
+                endpoint = endpoint.tls_config(config)?;
+            }
+            endpoint.connect().await?
         };
-        Ok(SidecarClient::from_channel(channel))
+        Ok(SidecarClient { authorization, ..SidecarClient::from_channel(channel) })
+    }
+
+    /// `message` as a request carrying the client's credentials.
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        if let Some(authorization) = &self.authorization {
+            request.metadata_mut().insert("authorization", authorization.clone());
+        }
+        request
     }
 
     /// A client over an existing channel.
@@ -106,7 +186,7 @@ impl SidecarClient {
         let grpc = sidecar_client::SidecarClient::new(channel)
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
-        SidecarClient { grpc }
+        SidecarClient { grpc, authorization: None }
     }
 
     /// Asks the sidecar for its version, runtimes and limits.
@@ -114,7 +194,7 @@ impl SidecarClient {
     /// # Errors
     /// If the call fails.
     pub async fn describe(&self) -> Result<pb::DescribeResponse, ClientError> {
-        Ok(self.grpc.clone().describe(pb::DescribeRequest {}).await?.into_inner())
+        Ok(self.grpc.clone().describe(self.request(pb::DescribeRequest {})).await?.into_inner())
     }
 
     /// Runs a script, serving its calls through `handler`, until it ends.
@@ -148,7 +228,7 @@ impl SidecarClient {
         let (outbound, receiver) = mpsc::channel(OUTBOUND_BUFFER);
         let start = pb::BackendMessage { kind: Some(backend_message::Kind::Start(request.into_start())) };
         outbound.send(start).await.map_err(|_| ClientError::Protocol("the outbound queue closed".into()))?;
-        let mut run = tonic::Request::new(ReceiverStream::new(receiver));
+        let mut run = self.request(ReceiverStream::new(receiver));
         trace_context.inject(run.metadata_mut());
         let mut inbound = self.grpc.clone().run(run).await?.into_inner();
 

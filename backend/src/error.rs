@@ -12,6 +12,10 @@ pub enum ClientError {
         /// Why it is invalid.
         reason: String,
     },
+    /// The credentials for the sidecar cannot be used (a token that is not a
+    /// valid header value, TLS over a plain `http://` address).
+    #[error("cannot use the sidecar credentials: {0}")]
+    Credentials(String),
     /// The connection to the sidecar failed.
     #[error("cannot reach the sidecar: {0}")]
     Connect(#[from] tonic::transport::Error),

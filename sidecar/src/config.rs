@@ -4,6 +4,7 @@
 //! a run may use; a run's `Start.limits` may only tighten them
 //! ([`Limits::tightened_by`]).
 
+use crate::auth::Access;
 use std::path::PathBuf;
 use std::time::Duration;
 use tether_proto::pb;
@@ -113,6 +114,10 @@ pub struct SidecarConfig {
     /// Extra runtimes: a name for `Start.language` and a `wasm32-wasip1`
     /// module built on the `tether_v1` ABI.
     pub extra_runtimes: Vec<(String, Vec<u8>)>,
+    /// Who may open runs. Default: on a Unix socket the sidecar's own uid;
+    /// on TCP nobody — [`Sidecar::serve_tcp`](crate::Sidecar::serve_tcp)
+    /// refuses to serve until a token, mTLS or an insecure loopback is set.
+    pub access: Access,
 }
 
 impl Default for SidecarConfig {
@@ -125,6 +130,7 @@ impl Default for SidecarConfig {
             total_memory_bytes: 8 << 30,
             cache_dir: None,
             extra_runtimes: Vec::new(),
+            access: Access::default(),
         }
     }
 }

@@ -247,6 +247,11 @@ pub(crate) enum RejectRun {
     /// undecodable bytes, a reset).
     #[error("reading the backend's stream failed: {}", .0.message())]
     Unreadable(Status),
+    /// The client did not prove it may open runs (peer uid/gid not allowed,
+    /// bearer token missing or wrong). One message for every cause, so a
+    /// prober learns nothing; the sidecar logs the cause.
+    #[error("this client may not open runs on the sidecar; its operator decides who may (docs/security.md)")]
+    Unauthenticated,
 }
 
 impl RejectRun {
@@ -257,6 +262,7 @@ impl RejectRun {
             RejectRun::Loading => "loading",
             RejectRun::QueueFull(_) => "queue_full",
             RejectRun::LoadFailed => "internal",
+            RejectRun::Unauthenticated => "unauthenticated",
             RejectRun::Protocol(_) | RejectRun::UnknownLanguage(_) | RejectRun::Unreadable(_) => "invalid",
         }
     }
@@ -270,6 +276,7 @@ impl From<RejectRun> for Status {
             RejectRun::QueueFull(_) => Status::resource_exhausted(message),
             RejectRun::Draining | RejectRun::Loading => Status::unavailable(message),
             RejectRun::LoadFailed => Status::internal(message),
+            RejectRun::Unauthenticated => Status::unauthenticated(message),
             RejectRun::Unreadable(status) => match status.code() {
                 // Over the message size limit.
                 tonic::Code::OutOfRange | tonic::Code::ResourceExhausted => Status::resource_exhausted(message),

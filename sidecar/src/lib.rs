@@ -8,6 +8,8 @@
 //! - `signals`: SIGTERM and SIGINT, which drain the sidecar
 //! - `health`: `grpc.health.v1`: readiness and liveness from the phase
 //! - `metrics`, `metrics_endpoint`: every Prometheus metric; `GET /metrics`
+//! - `auth`: who may open runs (peer uid/gid, bearer token, mTLS), one gate per listener
+//! - `harden`: process hardening at start (no new privileges, no core dumps, user drop)
 //! - `unix_authority`: mends the `:authority` clients send on a Unix socket
 //! - `service`: the `tether.v1` gRPC service; one task per run
 //! - `run`: one run — a fresh store and instance, `_start`, its end
@@ -21,10 +23,12 @@
 //! - `error`: how runs end, who is to blame, and the one gRPC status mapping
 
 mod abi;
+mod auth;
 mod calls;
 mod config;
 mod cpu;
 mod engine;
+mod harden;
 mod error;
 mod health;
 mod lifecycle;
@@ -43,8 +47,10 @@ mod state;
 mod stream;
 mod unix_authority;
 
+pub use auth::{Access, AccessError, BearerToken, MutualTls, PeerPolicy, TcpAccess};
 pub use config::{DEFAULT_DRAIN_DEADLINE, Limits, MAX_SENT_MESSAGE_BYTES, SidecarConfig};
 pub use engine::{EPOCH_TICK, EngineError, prepare_cache};
+pub use harden::{HardenError, HardenReport, Hardening, RunAs};
 pub use health::{LIVENESS_SERVICE, READINESS_SERVICES};
 pub use lifecycle::{DrainReport, Phase};
 pub use module_cache::default_cache_dir;

@@ -4,7 +4,10 @@ use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
-use tether_sidecar::{DEFAULT_DRAIN_DEADLINE, Limits, ShutdownSignals, Sidecar, SidecarConfig};
+use tether_sidecar::{
+    Access, BearerToken, DEFAULT_DRAIN_DEADLINE, Hardening, Limits, MutualTls, PeerPolicy, RunAs, ShutdownSignals, Sidecar, SidecarConfig,
+    TcpAccess,
+};
 use tokio::task::JoinSet;
 use tether_telemetry::TelemetryArgs;
 
@@ -17,15 +20,56 @@ fn defaults() -> SidecarConfig {
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// TCP address to listen on.
-    #[arg(long, env = "TETHER_LISTEN", default_value = "127.0.0.1:50051")]
-    listen: String,
-    /// Also (or instead, with --no-tcp) listen on this Unix socket.
+    /// TCP address to serve runs on. TCP needs a token (--token-file,
+    /// TETHER_TOKEN) or mTLS (--tls-*), or --insecure-loopback on a loopback
+    /// address; without --listen only --socket is served.
+    #[arg(long, env = "TETHER_LISTEN")]
+    listen: Option<String>,
+    /// Serve runs on this Unix socket; only peers with an allowed uid/gid get in.
     #[arg(long, env = "TETHER_SOCKET")]
     socket: Option<PathBuf>,
-    /// Do not listen on TCP.
+    /// Do not listen on TCP, even if --listen or TETHER_LISTEN is set.
     #[arg(long)]
     no_tcp: bool,
+    /// A uid allowed to open runs on the Unix socket (repeatable; env:
+    /// comma-separated). With neither --allow-uid nor --allow-gid: the
+    /// sidecar's own uid (after --user). Root is not allowed unless listed:
+    /// `--allow-uid 0`.
+    #[arg(long = "allow-uid", env = "TETHER_ALLOW_UID", value_delimiter = ',')]
+    allow_uids: Vec<u32>,
+    /// A primary gid allowed to open runs on the Unix socket (repeatable; env:
+    /// comma-separated).
+    #[arg(long = "allow-gid", env = "TETHER_ALLOW_GID", value_delimiter = ',')]
+    allow_gids: Vec<u32>,
+    /// TCP clients must send `authorization: Bearer <token>` with the token in this file.
+    #[arg(long, env = "TETHER_TOKEN_FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// TCP clients must send `authorization: Bearer <this token>` (prefer --token-file: an env var is seen by more).
+    #[arg(long, env = "TETHER_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// mTLS: the sidecar's certificate chain (PEM); needs --tls-key and --tls-client-ca.
+    #[arg(long, env = "TETHER_TLS_CERT", requires_all = ["tls_key", "tls_client_ca"])]
+    tls_cert: Option<PathBuf>,
+    /// mTLS: the sidecar's private key (PEM).
+    #[arg(long, env = "TETHER_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// mTLS: the CA every client certificate must be signed by (PEM).
+    #[arg(long, env = "TETHER_TLS_CLIENT_CA", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// Serve TCP without authentication; only on a loopback address, where
+    /// every local process (any user) may then open runs.
+    #[arg(long)]
+    insecure_loopback: bool,
+    /// When started as root, switch to this user after binding the listeners: `UID` or `UID:GID`.
+    #[arg(long, env = "TETHER_USER")]
+    user: Option<RunAs>,
+    /// RLIMIT_NOFILE (soft and hard) set at start.
+    #[arg(long, env = "TETHER_MAX_OPEN_FILES", default_value_t = DEFAULT_MAX_OPEN_FILES)]
+    max_open_files: u64,
+    /// After binding the listeners, enter a fresh network namespace (needs root):
+    /// bound sockets keep working; nothing new can reach a network (OTLP export to a remote collector included).
+    #[arg(long, env = "TETHER_UNSHARE_NET")]
+    unshare_net: bool,
     /// Execution slots.
     #[arg(long, default_value_t = defaults().slots)]
     slots: usize,
@@ -85,6 +129,9 @@ struct Args {
     prepare_cache: bool,
 }
 
+/// RLIMIT_NOFILE by default: room for thousands of backend connections.
+const DEFAULT_MAX_OPEN_FILES: u64 = 65_536;
+
 /// How long the servers may take to close their connections once every run
 /// has ended; a client holding a stream open does not hold up the exit longer.
 const SERVER_CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -92,11 +139,44 @@ const SERVER_CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// The sidecar's servers; each ends when the sidecar stops.
 type Servers = JoinSet<Result<(), tether_sidecar::SidecarError>>;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// The listeners, bound before the process is hardened (the user drop and
+/// the network namespace come after binding).
+#[derive(Debug, Default)]
+struct Bound {
+    tcp: Option<std::net::TcpListener>,
+    unix: Option<(PathBuf, std::os::unix::net::UnixListener)>,
+    health: Option<std::net::TcpListener>,
+    metrics: Option<std::net::TcpListener>,
+}
+
+fn bind_tcp(address: &str, flag: &str) -> anyhow::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(address).with_context(|| format!("cannot listen on `{address}` ({flag})"))?;
+    listener.set_nonblocking(true).context("cannot make the listener non-blocking")?;
+    Ok(listener)
+}
+
+/// Who may open runs, from the flags.
+fn access(args: &Args) -> anyhow::Result<Access> {
+    let token = match (&args.token_file, &args.token) {
+        (Some(path), _) => Some(BearerToken::from_file(path)?),
+        (None, Some(token)) => Some(BearerToken::new(token).context("TETHER_TOKEN / --token")?),
+        (None, None) => None,
+    };
+    let tls = match (&args.tls_cert, &args.tls_key, &args.tls_client_ca) {
+        (Some(cert), Some(key), Some(ca)) => Some(MutualTls::from_files(cert, key, ca)?),
+        _ => None,
+    };
+    // The sidecar's own uid is the one it runs as after `--user`.
+    let own_uid = args.user.map_or_else(|| nix::unistd::Uid::current().as_raw(), |user| user.uid);
+    let uids = if args.allow_uids.is_empty() && args.allow_gids.is_empty() { vec![own_uid] } else { args.allow_uids.clone() };
+    Ok(Access {
+        unix: PeerPolicy { uids, gids: args.allow_gids.clone() },
+        tcp: TcpAccess { token, tls, insecure_loopback: args.insecure_loopback },
+    })
+}
+
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    // Logs go to stderr; stdout carries only the `listening on …` lines.
-    let telemetry = args.telemetry.config("tether-sidecar", "info").init()?;
     let cpu_time = Duration::try_from_secs_f64(args.cpu_seconds).context("--cpu-seconds must be a positive number")?;
     let config = SidecarConfig {
         limits: Limits {
@@ -114,14 +194,72 @@ async fn main() -> anyhow::Result<()> {
         max_waiting_runs: args.max_waiting_runs,
         max_queued_runs: args.max_queued_runs,
         total_memory_bytes: args.total_memory_mib << 20,
-        cache_dir: args.cache_dir,
+        cache_dir: args.cache_dir.clone(),
+        access: access(&args)?,
         ..defaults()
     };
+    // Bind and harden while the process has one thread (see `harden`); the
+    // runtime, the telemetry and the guest loader start after.
+    let (bound, hardened) = if args.prepare_cache {
+        (Bound::default(), None)
+    } else {
+        let bound = bind(&args, &config)?;
+        let hardening = Hardening { max_open_files: Some(args.max_open_files), unshare_net: args.unshare_net, run_as: args.user };
+        let report = hardening.apply().context("cannot harden the process; refusing to start")?;
+        (bound, Some(report))
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    runtime.block_on(serve(args, config, bound, hardened))
+}
+
+/// Binds every listener the flags ask for, checking first that TCP may be
+/// served with the access configured.
+fn bind(args: &Args, config: &SidecarConfig) -> anyhow::Result<Bound> {
+    let mut bound = Bound::default();
+    if let Some(address) = args.listen.as_deref().filter(|_| !args.no_tcp) {
+        let listener = bind_tcp(address, "--listen")?;
+        config.access.tcp.check(listener.local_addr().context("the TCP listener has no address")?)?;
+        bound.tcp = Some(listener);
+    }
+    if let Some(path) = &args.socket {
+        let _ = std::fs::remove_file(path);
+        let listener = std::os::unix::net::UnixListener::bind(path).with_context(|| format!("cannot listen on `{}`", path.display()))?;
+        listener.set_nonblocking(true).context("cannot make the listener non-blocking")?;
+        bound.unix = Some((path.clone(), listener));
+    }
+    anyhow::ensure!(
+        bound.tcp.is_some() || bound.unix.is_some(),
+        "nothing to serve runs on: give `--socket PATH` (peers checked by uid), or `--listen ADDRESS` with a token, mTLS or `--insecure-loopback`"
+    );
+    bound.health = args.health_listen.as_deref().map(|address| bind_tcp(address, "--health-listen")).transpose()?;
+    bound.metrics = args.metrics_listen.as_deref().map(|address| bind_tcp(address, "--metrics-listen")).transpose()?;
+    Ok(bound)
+}
+
+async fn serve(args: Args, config: SidecarConfig, bound: Bound, hardened: Option<tether_sidecar::HardenReport>) -> anyhow::Result<()> {
+    // Logs go to stderr; stdout carries only the `listening on …` lines.
+    let telemetry = args.telemetry.config("tether-sidecar", "info").init()?;
     if args.prepare_cache {
         for path in tether_sidecar::prepare_cache(&config).context("failed to prepare the compile cache")? {
             println!("cached {}", path.display());
         }
         return Ok(());
+    }
+    if let Some(report) = hardened {
+        if report.max_open_files < args.max_open_files {
+            tracing::warn!(
+                wanted = args.max_open_files,
+                hard_limit = report.max_open_files,
+                "--max-open-files is above the hard limit, which this process may not raise; using the hard limit"
+            );
+        }
+        tracing::info!(
+            uid = report.uid,
+            gid = report.gid,
+            max_open_files = report.max_open_files,
+            unshared_net = report.unshared_net,
+            "hardened: no new privileges, no core dumps"
+        );
     }
     // Lifecycle: catch signals first, listen at once, load the guests in the
     // background (readiness says when), drain on the first signal.
@@ -130,8 +268,8 @@ async fn main() -> anyhow::Result<()> {
     let mut servers = Servers::new();
     // Every server runs until the sidecar stops (after a drain).
     let until_stopped = std::future::pending::<()>;
-    if !args.no_tcp {
-        let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("cannot listen on `{}`", args.listen))?;
+    if let Some(listener) = bound.tcp {
+        let listener = tokio::net::TcpListener::from_std(listener).context("cannot use the TCP listener")?;
         let address = listener.local_addr().context("the TCP listener has no address")?;
         tracing::info!(%address, "serving on TCP");
         // One line per listener on stdout, for whoever started the sidecar
@@ -140,25 +278,23 @@ async fn main() -> anyhow::Result<()> {
         let sidecar = sidecar.clone();
         servers.spawn(async move { sidecar.serve_tcp(listener, until_stopped()).await });
     }
-    if let Some(path) = args.socket {
-        let _ = std::fs::remove_file(&path);
-        let listener = tokio::net::UnixListener::bind(&path).with_context(|| format!("cannot listen on `{}`", path.display()))?;
+    if let Some((path, listener)) = bound.unix {
+        let listener = tokio::net::UnixListener::from_std(listener).context("cannot use the Unix listener")?;
         tracing::info!(socket = %path.display(), "serving on a Unix socket");
         println!("listening on unix:{}", path.display());
         let sidecar = sidecar.clone();
         servers.spawn(async move { sidecar.serve_unix(listener, until_stopped()).await });
     }
-    anyhow::ensure!(!servers.is_empty(), "nothing to serve on: give --socket or drop --no-tcp");
-    if let Some(address) = args.health_listen {
-        let listener = tokio::net::TcpListener::bind(&address).await.with_context(|| format!("cannot listen on `{address}` (--health-listen)"))?;
+    if let Some(listener) = bound.health {
+        let listener = tokio::net::TcpListener::from_std(listener).context("cannot use the health listener")?;
         let address = listener.local_addr().context("the health listener has no address")?;
         tracing::info!(%address, "serving gRPC health only");
         println!("health listening on {address}");
         let sidecar = sidecar.clone();
         servers.spawn(async move { sidecar.serve_health_tcp(listener, until_stopped()).await });
     }
-    if let Some(address) = args.metrics_listen {
-        let listener = tokio::net::TcpListener::bind(&address).await.with_context(|| format!("cannot listen on `{address}` (--metrics-listen)"))?;
+    if let Some(listener) = bound.metrics {
+        let listener = tokio::net::TcpListener::from_std(listener).context("cannot use the metrics listener")?;
         let address = listener.local_addr().context("the metrics listener has no address")?;
         tracing::info!(%address, "serving Prometheus metrics at /metrics");
         println!("metrics listening on http://{address}/metrics");

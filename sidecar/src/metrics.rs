@@ -101,7 +101,7 @@ impl Metrics {
         let runs_refused = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "runs_refused",
-            "Runs refused before they began, by reason (draining, loading, queue_full, invalid, internal)",
+            "Runs refused before they began, by reason (draining, loading, queue_full, invalid, internal, unauthenticated)",
             runs_refused.clone(),
         );
         let calls = Family::<OutcomeLabel, Counter>::default();

@@ -2,6 +2,7 @@
 //! over TCP or a Unix socket with gRPC health and reflection beside
 //! `tether.v1`, plus a health-only listener and a Prometheus endpoint.
 
+use crate::auth::{AccessError, Gate};
 use crate::config::SidecarConfig;
 use crate::engine::{EngineError, SandboxEngine};
 use crate::health::HealthService;
@@ -20,7 +21,12 @@ use tether_proto::pb::sidecar_server::SidecarServer;
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::UnixListenerStream;
+use tonic::service::InterceptorLayer;
 use tonic::transport::server::{Router, TcpIncoming};
+use tower::layer::util::{Identity, Stack};
+
+/// A run listener's services behind its [`Gate`].
+type GatedRouter = Router<Stack<InterceptorLayer<Gate>, Identity>>;
 
 /// Errors starting or serving a sidecar.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +47,10 @@ pub enum SidecarError {
     /// The configuration cannot work.
     #[error("invalid sidecar configuration: {0}")]
     Config(String),
+    /// The listener may not be served with the configured access (e.g. TCP
+    /// without a token or mTLS).
+    #[error(transparent)]
+    Access(#[from] AccessError),
 }
 
 impl From<EngineError> for SidecarError {
@@ -152,8 +162,9 @@ impl Sidecar {
             .max_encoding_message_size(max)
     }
 
-    /// Every service of a run listener: `tether.v1`, health and reflection.
-    fn routes(&self) -> Result<Router, SidecarError> {
+    /// Every service of a run listener — `tether.v1`, health and reflection —
+    /// behind `gate`, over TLS when `tls` is set.
+    fn routes(&self, gate: Gate, tls: Option<tonic::transport::ServerTlsConfig>) -> Result<GatedRouter, SidecarError> {
         let reflection = || {
             [tether_proto::FILE_DESCRIPTOR_SET, tonic_health::pb::FILE_DESCRIPTOR_SET]
                 .into_iter()
@@ -161,7 +172,12 @@ impl Sidecar {
                     builder.register_encoded_file_descriptor_set(set)
                 })
         };
-        Ok(tonic::transport::Server::builder()
+        let mut server = tonic::transport::Server::builder();
+        if let Some(tls) = tls {
+            server = server.tls_config(tls)?;
+        }
+        Ok(server
+            .layer(InterceptorLayer::new(gate))
             .add_service(HealthService::server(self.shared.lifecycle.subscribe()))
             // v1 for current clients, v1alpha for older grpcurl and grpcui.
             .add_service(reflection().build_v1()?)
@@ -171,19 +187,27 @@ impl Sidecar {
 
     /// Serves runs, health and reflection on `listener` until `signal`
     /// completes or the sidecar stops (see [`Sidecar::drain`]); then stops
-    /// every run.
+    /// every run. Clients prove themselves as `config.access.tcp` says
+    /// (token, mTLS, or nothing on an insecure loopback).
     ///
     /// # Errors
-    /// If the server fails.
+    /// If `config.access.tcp` does not allow serving on this address
+    /// ([`TcpAccess::check`](crate::TcpAccess::check)), the TLS files are
+    /// invalid, or the server fails.
     pub async fn serve_tcp(&self, listener: TcpListener, signal: impl Future<Output = ()>) -> Result<(), SidecarError> {
+        let access = &self.shared.config.access.tcp;
+        access.check(listener.local_addr().map_err(|e| SidecarError::Config(format!("the TCP listener has no address: {e}")))?)?;
+        let gate = Gate::tcp(access, self.shared.metrics.clone());
+        let routes = self.routes(gate, access.tls.as_ref().map(|tls| tls.server_config()))?;
         // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs add ~40 ms
         // to every small message of a run's stream.
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        self.serve(self.routes()?, incoming, signal).await
+        self.serve(routes, incoming, signal).await
     }
 
     /// Serves runs, health and reflection on a Unix socket until `signal`
-    /// completes or the sidecar stops; then stops every run.
+    /// completes or the sidecar stops; then stops every run. Only peers
+    /// `config.access.unix` allows get in (default: the sidecar's own uid).
     ///
     /// Each connection's `:authority` is mended on the way in, so clients
     /// that send the socket's path there (grpc-python) work with their
@@ -193,12 +217,14 @@ impl Sidecar {
     /// If the server fails.
     pub async fn serve_unix(&self, listener: UnixListener, signal: impl Future<Output = ()>) -> Result<(), SidecarError> {
         let incoming = UnixListenerStream::new(listener).map(|accepted| accepted.map(AuthorityRewrite::new));
-        self.serve(self.routes()?, incoming, signal).await
+        let gate = Gate::unix(&self.shared.config.access.unix, self.shared.metrics.clone());
+        self.serve(self.routes(gate, None)?, incoming, signal).await
     }
 
     /// Serves ONLY `grpc.health.v1` on `listener` (no runs), for probes when
     /// runs go over a Unix socket, until `signal` completes or the sidecar
-    /// stops. Ending it does not stop runs.
+    /// stops. Ending it does not stop runs. It asks for no credentials:
+    /// probes cannot send them, and it tells only the phase.
     ///
     /// # Errors
     /// If the server fails.
@@ -249,7 +275,7 @@ impl Sidecar {
         })
     }
 
-    async fn serve<S, IO, E>(&self, routes: Router, incoming: S, signal: impl Future<Output = ()>) -> Result<(), SidecarError>
+    async fn serve<S, IO, E>(&self, routes: GatedRouter, incoming: S, signal: impl Future<Output = ()>) -> Result<(), SidecarError>
     where
         S: tokio_stream::Stream<Item = Result<IO, E>> + Send + 'static,
         IO: tonic::transport::server::Connected + tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,

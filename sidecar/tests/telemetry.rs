@@ -118,7 +118,7 @@ impl SidecarProcess {
     async fn start(args: &[&str], rust_log: &str) -> SidecarProcess {
         let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tether-cache");
         let mut child = Command::new(env!("CARGO_BIN_EXE_tether-sidecar"))
-            .args(["--listen", "127.0.0.1:0", "--cache-dir"])
+            .args(["--listen", "127.0.0.1:0", "--insecure-loopback", "--cache-dir"])
             .arg(&cache)
             .args(args)
             .env("RUST_LOG", rust_log)

@@ -1,7 +1,7 @@
 //! A sidecar served inside this process on a loopback port.
 
 use std::net::SocketAddr;
-use tether_sidecar::{Sidecar, SidecarConfig, SidecarError};
+use tether_sidecar::{Sidecar, SidecarConfig, SidecarError, TcpAccess};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -21,9 +21,17 @@ impl EmbeddedSidecar {
     /// Builds a sidecar from `config` and serves it on a fresh loopback port.
     /// The listener is bound before this returns, so clients may connect at once.
     ///
+    /// Unless `config.access.tcp` sets a token or mTLS, the port is an
+    /// insecure loopback: any local process may open runs on it while it
+    /// lives (it serves this process's own turns; docs/security.md).
+    ///
     /// # Errors
     /// If the sidecar cannot be built or the port cannot be bound.
-    pub async fn start(config: SidecarConfig) -> anyhow::Result<EmbeddedSidecar> {
+    pub async fn start(mut config: SidecarConfig) -> anyhow::Result<EmbeddedSidecar> {
+        let tcp = &mut config.access.tcp;
+        if tcp.token.is_none() && tcp.tls.is_none() {
+            *tcp = TcpAccess::insecure_loopback();
+        }
         let sidecar = Sidecar::new(config)?;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;

@@ -105,7 +105,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         (None, Some(embedded)) => embedded.url(),
         (None, None) => unreachable!("an embedded sidecar is started when none is named"),
     };
-    let client = SidecarClient::connect(&address).await?;
+    // A sidecar named with `--sidecar` on TCP may ask for its token
+    // (docs/security.md); a Unix socket checks this process's uid instead.
+    let auth = tether_backend::ClientAuth { token: std::env::var("TETHER_TOKEN").ok().filter(|t| !t.is_empty()), tls: None };
+    let client = SidecarClient::connect_with(&address, &auth).await?;
     let approver: Arc<dyn Approver> = match cli.approval {
         Approval::Policy => Arc::new(PolicyApprover::approve_all()),
         Approval::Ask => Arc::new(TerminalApprover::new("tether demo")),

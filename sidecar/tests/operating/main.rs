@@ -7,7 +7,9 @@
 
 mod support;
 
+mod access;
 mod drain;
+mod hardening;
 mod health;
 mod metrics;
 mod python_client;

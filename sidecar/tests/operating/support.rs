@@ -43,13 +43,22 @@ pub struct SidecarProcess {
 }
 
 impl SidecarProcess {
-    /// Starts the sidecar on `127.0.0.1:0` with `cache` and `args` (which
-    /// may add `--socket`, `--health-listen`, `--metrics-listen`), and waits
-    /// until it has announced its listeners.
+    /// Starts the sidecar on `127.0.0.1:0` (an insecure loopback) with
+    /// `cache` and `args` (which may add `--socket`, `--health-listen`,
+    /// `--metrics-listen`), and waits until it has announced its listeners.
     pub fn start(cache: &Path, args: &[&str]) -> SidecarProcess {
+        let mut all = vec!["--listen", "127.0.0.1:0", "--insecure-loopback"];
+        all.extend_from_slice(args);
+        SidecarProcess::start_exactly(cache, &all)
+    }
+
+    /// Starts the sidecar with `cache` and exactly `args` (each `--listen`
+    /// and `--socket` is a run listener to wait for), and waits until it has
+    /// announced its listeners. `address` is the TCP run listener, or empty.
+    pub fn start_exactly(cache: &Path, args: &[&str]) -> SidecarProcess {
         let log = tempfile::NamedTempFile::new().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_tether-sidecar"))
-            .args(["--listen", "127.0.0.1:0", "--cache-dir"])
+            .arg("--cache-dir")
             .arg(cache)
             .args(args)
             .env("RUST_LOG", "info")
@@ -58,7 +67,7 @@ impl SidecarProcess {
             .spawn()
             .expect("the sidecar starts");
         let stdout = child.stdout.take().unwrap();
-        let run_listeners = 1 + usize::from(args.contains(&"--socket"));
+        let run_listeners = args.iter().filter(|arg| **arg == "--listen" || **arg == "--socket").count();
         let wants_health = args.contains(&"--health-listen");
         let wants_metrics = args.contains(&"--metrics-listen");
         let mut lines = BufReader::new(stdout).lines();
@@ -67,7 +76,11 @@ impl SidecarProcess {
             || (wants_health && health_address.is_none())
             || (wants_metrics && metrics_url.is_none())
         {
-            let line = lines.next().expect("the sidecar announces its listeners").unwrap();
+            let Some(line) = lines.next() else {
+                let log = std::fs::read_to_string(log.path()).unwrap_or_default();
+                panic!("the sidecar exited before announcing its listeners:\n{log}");
+            };
+            let line = line.unwrap();
             if let Some(found) = line.strip_prefix("listening on ") {
                 listeners.push(found.to_owned());
             } else if let Some(found) = line.strip_prefix("health listening on ") {
@@ -76,13 +89,23 @@ impl SidecarProcess {
                 metrics_url = Some(found.to_owned());
             }
         }
-        let address = listeners.iter().find(|listener| !listener.starts_with("unix:")).cloned().unwrap();
+        let address = listeners.iter().find(|listener| !listener.starts_with("unix:")).cloned().unwrap_or_default();
         SidecarProcess { child, listeners, address, health_address, metrics_url, log, _stdout: lines }
     }
 
     /// Sends `signal` to the process.
     pub fn signal(&self, signal: Signal) {
         kill(Pid::from_raw(self.child.id() as i32), signal).unwrap();
+    }
+
+    /// What the process logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// True while the process runs.
