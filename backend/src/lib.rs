@@ -8,16 +8,20 @@
 //! - [`error`]: [`ClientError`], why a run could not be carried out
 //! - [`turn`]: [`Turn`] — the one execution path every tool call goes through,
 //!   the model's and every script's: checks, approval, audit log, effect ledger
+//! - [`tools`]: [`ToolSet`] — tools from a `tether.toml`: MCP servers and the
+//!   built-in kinds `http`, `command`, `sqlite`, `static`
 
 pub mod client;
 pub mod error;
 pub mod handler;
 pub mod outcome;
+pub mod tools;
 pub mod turn;
 
 pub use client::{RunRequest, SidecarClient};
 pub use error::ClientError;
 pub use handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
 pub use outcome::RunOutcome;
+pub use tools::{Config, ToolSet};
 pub use turn::{CallOrigin, CallRequest, CallResult, Code, ScriptTool, SqliteAuditStore, Step, ToolDef, Turn, TurnBuilder};
 pub use tether_proto::pb;
