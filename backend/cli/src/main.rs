@@ -37,7 +37,8 @@ struct Cli {
     #[arg(long, global = true)]
     audit_db: Option<PathBuf>,
     /// Create the demo world's database here and keep it (default: a fresh
-    /// file in the temp directory, removed afterwards).
+    /// file in the temp directory, removed afterwards). Configs read its path
+    /// as `${TETHER_DEMO_DB}`.
     #[arg(long, global = true)]
     demo_db: Option<PathBuf>,
     #[command(subcommand)]
@@ -82,33 +83,50 @@ enum Command {
     },
 }
 
-/// Where the tools come from: a config file, or the demo world's database.
+/// Where the tools come from: a config file, or the demo world's; either
+/// way with the demo world's database as `${TETHER_DEMO_DB}` (unless the
+/// environment names one).
 struct Source {
     config: Config,
-    /// The demo database, and whether to remove it afterwards.
+    /// True for the built-in demo config.
+    demo: bool,
+    /// The demo database this run created, and whether to remove it afterwards.
     demo_db: Option<(PathBuf, bool)>,
 }
 
 impl Source {
     fn load(config: Option<PathBuf>, demo_db: Option<PathBuf>) -> anyhow::Result<Source> {
-        if let Some(path) = config {
-            return Ok(Source { config: Config::load(&path, &Vars::from_env())?, demo_db: None });
-        }
-        let (path, remove) = match demo_db {
-            Some(path) => (path, false),
-            None => (demo_db::default_path(), true),
+        let (db, created) = match std::env::var_os(demo_db::DB_VAR) {
+            Some(path) if demo_db.is_none() => (PathBuf::from(path), None),
+            _ => {
+                let (path, remove) = match demo_db {
+                    Some(path) => (path, false),
+                    None => (demo_db::default_path(), true),
+                };
+                demo_db::create(&path).context("cannot create the demo database")?;
+                (path.clone(), Some((path, remove)))
+            }
         };
-        demo_db::create(&path).context("cannot create the demo database")?;
-        Ok(Source { config: demo_db::config(&path)?, demo_db: Some((path, remove)) })
+        let (config, demo) = match config {
+            Some(path) => {
+                let vars = Vars::from_env().set(demo_db::DB_VAR, db.display().to_string());
+                (Config::load(&path, &vars)?, false)
+            }
+            None => (demo_db::config(&db)?, true),
+        };
+        Ok(Source { config, demo, demo_db: created })
     }
 
-    /// Prints the demo's outbox and removes a temporary database.
-    fn finish(self) -> anyhow::Result<()> {
+    /// Prints the demo world's outbox (after the demo, or when the script
+    /// wrote to it) and removes a temporary database.
+    fn finish(self, report: bool) -> anyhow::Result<()> {
         let Some((path, remove)) = self.demo_db else { return Ok(()) };
         let outbox = demo_db::outbox(&path)?;
-        eprintln!("outbox (table `outbox` of {}): {} emails", path.display(), outbox.len());
-        for email in outbox {
-            eprintln!("  → {}: {}", email.to, email.subject);
+        if report && (self.demo || !outbox.is_empty()) {
+            eprintln!("outbox (table `outbox` of {}): {} emails", path.display(), outbox.len());
+            for email in outbox {
+                eprintln!("  → {}: {}", email.to, email.subject);
+            }
         }
         if remove {
             for suffix in ["", "-wal", "-shm"] {
@@ -132,7 +150,7 @@ async fn main() -> anyhow::Result<()> {
             let tools = ToolSet::start(&source.config).await?;
             print!("{}", listing::render(&source.config.path, &tools, &tools.servers().await));
             tools.shutdown().await;
-            return Ok(());
+            return source.finish(false);
         }
         Command::Demo { gather } => {
             let (script, name) =
@@ -190,7 +208,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some(embedded) = embedded {
         embedded.stop().await?;
     }
-    source.finish()?;
+    source.finish(true)?;
     let shown = result.to_model_value();
     println!("{}", serde_json::to_string_pretty(&shown)?);
     match shown.get("ok") {

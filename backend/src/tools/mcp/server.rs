@@ -23,6 +23,7 @@ use crate::tools::command::STDERR_TAIL_BYTES;
 use crate::tools::text::Tail;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ServiceError, ServiceExt};
@@ -95,6 +96,18 @@ impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpServer").field("name", &self.config.name).finish_non_exhaustive()
     }
+}
+
+/// How often a broken response stream is resumed before the call fails:
+/// rmcp's default retries forever, so a server that died mid-call would hold
+/// the call until its time limit. Three tries within two seconds ride out a
+/// blip; a dead server fails the call as lost.
+fn reconnect_policy() -> ExponentialBackoff {
+    let mut policy = ExponentialBackoff::default();
+    policy.max_times = Some(3);
+    policy.base_duration = Duration::from_millis(250);
+    policy.max_delay = Some(Duration::from_secs(1));
+    policy
 }
 
 fn client_info() -> ClientConfig {
@@ -268,7 +281,8 @@ impl McpServer {
                 let Some(client) = self.http.clone() else {
                     return Err("no HTTP client was set up for it".into());
                 };
-                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers.clone());
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers.clone());
+                config.retry_config = Arc::new(reconnect_policy());
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 let service = client_info().serve(transport).await.map_err(|e| format!("it did not initialize: {e}"))?;
                 let peer = service.peer().clone();
