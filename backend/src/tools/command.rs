@@ -24,7 +24,7 @@ use super::error::ConfigError;
 use super::http::DEFAULT_MAX_OUTPUT_BYTES;
 use super::text::Tail;
 use crate::turn::{ToolContext, ToolError, ToolExecutor, ToolOutput};
-use process_wrap::tokio::{ChildWrapper, CommandWrap, ProcessGroup};
+use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -104,7 +104,9 @@ impl Argv {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut wrapped = CommandWrap::from(command);
-        wrapped.wrap(ProcessGroup::leader());
+        // The group, for ending everything it started; kill-on-drop, so the
+        // leader ends even if the runtime shuts down before a clean close.
+        wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
         wrapped
     }
 }

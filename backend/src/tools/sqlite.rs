@@ -230,7 +230,7 @@ fn run(config: &SqliteConfig, connection: &Connection, args: &Value) -> rusqlite
     if config.result == ResultMode::Changes {
         return Ok(Ran::Value(json!({"changes": statement.raw_execute()?})));
     }
-    let names: Vec<String> = statement.column_names().into_iter().map(str::to_owned).collect();
+    let names: Vec<String> = statement.column_names().map(str::to_owned).collect();
     let mut rows = statement.raw_query();
     let mut out = Vec::new();
     while let Some(row) = rows.next()? {

@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use tether_codes::Reason;
 
+/// A tool as it joins a turn, before its schema is compiled.
+pub(crate) type SpecAndExecutor = (ToolSpec, Arc<dyn ToolExecutor>);
+
 /// How much of an `isError` result's text a failure value quotes.
 const ERROR_TEXT_BYTES: usize = 2048;
 
@@ -29,7 +32,7 @@ pub(crate) fn server_tools(
     server: &Arc<McpServer>,
     listed: Option<Vec<rmcp::model::Tool>>,
     at: &At<'_>,
-) -> Result<Vec<(ToolSpec, Arc<dyn ToolExecutor>)>, ConfigError> {
+) -> Result<Vec<SpecAndExecutor>, ConfigError> {
     let config = &server.config;
     let Some(listed) = listed else {
         return config
