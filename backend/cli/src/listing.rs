@@ -36,7 +36,15 @@ fn humantime_like(d: std::time::Duration) -> String {
     if d.subsec_millis() == 0 { format!("{}s", d.as_secs()) } else { format!("{}ms", d.as_millis()) }
 }
 
-/// The listing as text.
+/// At most `max` characters of `text`, `…` if cut.
+fn first_words(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// The listing as text: `origin` is the config file.
 pub fn render(origin: &std::path::Path, tools: &ToolSet, servers: &[ServerStatus]) -> String {
     let mut out = format!("tools of {}\n", origin.display());
     let width = tools.tools().iter().map(|t| t.name().len()).max().unwrap_or(0);
@@ -45,7 +53,7 @@ pub fn render(origin: &std::path::Path, tools: &ToolSet, servers: &[ServerStatus
         let _ = writeln!(out, "  {:width$}  {}  [{}]", tool.name(), describe_meta(tool.meta()), source);
         let description = tool.spec().description.lines().next().unwrap_or_default();
         if !description.is_empty() {
-            let _ = writeln!(out, "  {:width$}    {}", "", description);
+            let _ = writeln!(out, "  {:width$}    {}", "", first_words(description, 100));
         }
     }
     if !servers.is_empty() {
