@@ -99,14 +99,8 @@ impl HttpConfig {
         };
         let mut headers = HeaderMap::new();
         for (name, value) in raw.headers {
-            let key = format!("headers.{name}");
-            let header = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| at.error(&key, "is not a valid header name"))?;
-            let mut value = HeaderValue::from_str(&at.expand(&key, &value)?)
-                .map_err(|_| at.error(&key, "is not a valid header value (no line breaks or control characters)"))?;
-            // Header values may carry secrets: never in logs or Debug output.
-            value.set_sensitive(true);
-            headers.insert(header, value);
+            let (name, value) = header(at, &name, &value)?;
+            headers.insert(name, value);
         }
         let body = raw.body.unwrap_or(if matches!(method_text.as_str(), "POST" | "PUT" | "PATCH") {
             BodyMode::Json
@@ -150,6 +144,18 @@ impl HttpConfig {
     pub(crate) fn executor(&self, tool: &str, client: reqwest::Client) -> Arc<dyn ToolExecutor> {
         Arc::new(HttpTool { tool: tool.to_owned(), config: self.clone(), client })
     }
+}
+
+/// `headers.<name> = value` of `at`'s entry, `${NAME}` expanded; the value
+/// is marked sensitive, so it never shows in logs or `Debug` output (it may
+/// be a secret).
+pub(crate) fn header(at: &At<'_>, name: &str, value: &str) -> Result<(HeaderName, HeaderValue), ConfigError> {
+    let key = format!("headers.{name}");
+    let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| at.error(&key, "is not a valid header name"))?;
+    let mut value = HeaderValue::from_str(&at.expand(&key, value)?)
+        .map_err(|_| at.error(&key, "is not a valid header value (no line breaks or control characters)"))?;
+    value.set_sensitive(true);
+    Ok((header, value))
 }
 
 /// The HTTP client every `http` tool and MCP server of a tool set shares:

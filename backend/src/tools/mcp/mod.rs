@@ -195,16 +195,7 @@ fn read_meta(at: &At<'_>, table: &toml::Table) -> Result<MetaEntry, ConfigError>
 }
 
 fn headers(at: &At<'_>, raw: BTreeMap<String, String>) -> Result<HashMap<HeaderName, HeaderValue>, ConfigError> {
-    raw.into_iter()
-        .map(|(name, value)| {
-            let key = format!("headers.{name}");
-            let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| at.error(&key, "is not a valid header name"))?;
-            let mut value = HeaderValue::from_str(&at.expand(&key, &value)?)
-                .map_err(|_| at.error(&key, "is not a valid header value (no line breaks or control characters)"))?;
-            value.set_sensitive(true);
-            Ok((header, value))
-        })
-        .collect()
+    raw.iter().map(|(name, value)| super::http::header(at, name, value)).collect()
 }
 
 #[cfg(test)]
