@@ -12,11 +12,14 @@
 //! - [`telemetry`]: logs and traces — text or JSON log lines, and spans
 //!   exported over OTLP, one trace from the model's `run_script` call through
 //!   the sidecar to every call the script makes (`docs/operating.md`)
+//! - [`tools`]: [`ToolSet`] — tools from a `tether.toml`: MCP servers and the
+//!   built-in kinds `http`, `command`, `sqlite`, `static`
 
 pub mod client;
 pub mod error;
 pub mod handler;
 pub mod outcome;
+pub mod tools;
 pub mod turn;
 
 /// Logs and traces: set them up with
@@ -29,6 +32,7 @@ pub use client::{ClientAuth, ClientTls, RunRequest, SidecarClient};
 pub use error::ClientError;
 pub use handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
 pub use outcome::RunOutcome;
+pub use tools::{Config, ToolSet};
 pub use turn::{
     CallOrigin, CallRequest, CallResult, Code, PostgresAuditStore, ScriptTool, SqliteAuditStore, Step, ToolDef, Turn,
     TurnBuilder, open_audit_store,

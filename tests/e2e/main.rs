@@ -21,5 +21,6 @@ mod rust_guest;
 mod scenario;
 mod script_errors;
 mod shared;
+mod tools;
 mod turn;
 mod walls;

@@ -1,5 +1,8 @@
-//! The demo world: issues, customers' contracts and an outbox, behind three
-//! tools, with data fixed so every run (and every test) sees the same world.
+//! The demo world's data: issues, customers' contracts, fixed so every run
+//! (and every test) sees the same world. `tether demo` seeds a SQLite
+//! database with it (`demo_db`) and serves it through the tools of
+//! `examples/demo.toml`; [`DemoWorld::execute`] answers the same three tools
+//! in memory, for tests that drive a sidecar without a turn.
 
 use serde_json::{Value, json};
 use std::sync::Mutex;
@@ -133,6 +136,21 @@ impl DemoWorld {
                 }),
             },
         ]
+    }
+
+    /// Every customer: id and name (one has no contract).
+    pub fn customers() -> Vec<(&'static str, &'static str)> {
+        CUSTOMERS.iter().map(|&(id, name, _, _)| (id, name)).collect()
+    }
+
+    /// The issues, oldest first.
+    pub fn issues(&self) -> &[Issue] {
+        &self.issues
+    }
+
+    /// The contracts on file.
+    pub fn contracts(&self) -> &[Contract] {
+        &self.contracts
     }
 
     /// The script's input: today and the start of last week.

@@ -351,6 +351,15 @@ impl Turn {
                 tracing::error!("the tool's executor panicked");
                 Err(Failure::new(&Reason::ToolFailed { tool: name.to_owned() }, Step::Execution))
             }
+            // A failure around the tool (its provider down or lost) is the
+            // turn's to record, at this step, like a time-out.
+            Ok(Ok(Err(error))) => match error.as_failure() {
+                Some(failure) => {
+                    tracing::warn!(code = %failure.code, "the tool could not be run to the end: {}", failure.message);
+                    Err(failure)
+                }
+                None => Ok(Err(error)),
+            },
             Ok(Ok(returned)) => Ok(returned),
         }
     }

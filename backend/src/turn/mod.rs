@@ -54,6 +54,7 @@ mod tool;
 mod url;
 
 pub use approval::{Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover};
+pub(crate) use audit::cut;
 pub use audit::{AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, Redactor};
 pub use budget::{CallBudget, Reservation};
 pub use builder::TurnBuilder;

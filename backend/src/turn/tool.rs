@@ -3,8 +3,11 @@
 //! returns. The executor that runs it is in `executor.rs`; the compiled,
 //! listed tool in `registry.rs`.
 
+use super::call::Failure;
+use super::step::Step;
 use serde_json::Value;
 use std::time::Duration;
+use tether_codes::{Code, Reason};
 
 /// Whether a tool's calls need an approver's yes before they run.
 ///
@@ -257,7 +260,9 @@ impl ToolOutput {
     }
 }
 
-/// A failure the tool reports itself (status `error`, not a refusal).
+/// A failure the tool reports itself (status `error`, not a refusal) — or,
+/// made with [`ToolError::around`], a failure around the tool that the turn
+/// records like one of its own (status `failed`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolError {
     /// The tool's own code, e.g. `not_found`.
@@ -266,12 +271,39 @@ pub struct ToolError {
     pub message: String,
     /// Host-only metadata, never shown to the model.
     pub metadata: Option<Value>,
+    /// Set by [`ToolError::around`]: the code the turn records.
+    around: Option<Code>,
 }
 
 impl ToolError {
     /// A tool error with `code` and `message`.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        ToolError { code: code.into(), message: message.into(), metadata: None }
+        ToolError { code: code.into(), message: message.into(), metadata: None, around: None }
+    }
+
+    /// A failure the tool reports whose code and message come from
+    /// `tether_codes` (e.g. an MCP `isError` result: `tool_failed`). Status
+    /// `error`, like any tool error.
+    pub fn reported(reason: &Reason) -> Self {
+        ToolError::new(reason.code().as_str(), reason.message())
+    }
+
+    /// A failure AROUND the tool, not of it: what runs the tool was not
+    /// available, stopped mid-call, or gave output the caller cannot receive.
+    /// The turn records it as a failure at the execution step (status
+    /// `failed`, or `undelivered` when the code says the tool ran), exactly
+    /// as if it had decided it itself, and leaves the ledger row `started`:
+    /// the effect may have happened.
+    pub fn around(reason: &Reason) -> Self {
+        let mut error = ToolError::reported(reason);
+        error.around = Some(reason.code());
+        error
+    }
+
+    /// The failure this error stands for, if it was made by
+    /// [`ToolError::around`].
+    pub(crate) fn as_failure(&self) -> Option<Failure> {
+        self.around.map(|code| Failure { code, step: Step::Execution, message: self.message.clone() })
     }
 
     /// Adds host-only metadata.

@@ -56,7 +56,10 @@ pub enum Code {
     ReplayedCall,
     /// The tool ran past its own time limit.
     ToolTimeout,
-    /// The tool failed inside the host (its executor panicked).
+    /// The tool failed: inside the host (its executor panicked), in what runs
+    /// it (an MCP server that is down or died, a command that could not
+    /// start), or it reported a failure with no code of its own (an MCP
+    /// `isError` result, an HTTP error status, a command's nonzero exit).
     ToolFailed,
     /// The tool ran, but its result is over the size limit: the effect
     /// happened and the result was not handed back.

@@ -192,6 +192,47 @@ pub enum Reason {
         /// The tool.
         tool: String,
     },
+    /// A tool failure that carries no code of its own: an MCP server's
+    /// `isError` result, an HTTP error status, a command's nonzero exit.
+    #[error("`{tool}` reported a failure: {detail}")]
+    ToolReported {
+        /// The tool.
+        tool: String,
+        /// What it said (an error text, a status and body, a stderr tail).
+        detail: String,
+    },
+    /// What runs the tool (an MCP server, a command, an HTTP endpoint)
+    /// could not be reached or started, so the call was not made.
+    #[error("`{tool}` was not run: {provider} is not available ({error}); the call was not made, so it is safe to try again later")]
+    ProviderUnavailable {
+        /// The tool.
+        tool: String,
+        /// What runs it, e.g. ``the MCP server `files` ``.
+        provider: String,
+        /// Why it is not available.
+        error: String,
+    },
+    /// What runs the tool stopped, or its connection broke, while the call
+    /// was on its way: the call may have run.
+    #[error("{provider} stopped while `{tool}` was running ({detail}); the call may have run, so check for its effect before calling it again")]
+    ProviderLost {
+        /// The tool.
+        tool: String,
+        /// What runs it, e.g. ``the MCP server `files` ``.
+        provider: String,
+        /// What is known of how it stopped.
+        detail: String,
+    },
+    /// The tool ran; its output is over the tool's own output cap.
+    #[error(
+        "`{tool}` ran and its effect happened, but its output is over this tool's `{limit}`-byte limit (max_output_bytes in its config), so it was not handed back; do not call it again for the same thing: ask for less data next time"
+    )]
+    OutputTooLarge {
+        /// The tool.
+        tool: String,
+        /// The tool's cap.
+        limit: u64,
+    },
     /// The tool ran; its result is too large to hand back.
     #[error(
         "`{tool}` ran and its effect happened, but its result is `{size}` bytes, over the `{limit}`-byte limit (max_result_bytes), so it was not handed back; do not call it again for the same thing: ask for less data next time"
@@ -257,8 +298,11 @@ impl Reason {
             Reason::LedgerUnavailable { .. } => Code::LedgerUnavailable,
             Reason::ReplayedCall { .. } => Code::ReplayedCall,
             Reason::ToolTimeout { .. } => Code::ToolTimeout,
-            Reason::ToolFailed { .. } => Code::ToolFailed,
-            Reason::ResultTooLarge { .. } => Code::ResultTooLarge,
+            Reason::ToolFailed { .. }
+            | Reason::ToolReported { .. }
+            | Reason::ProviderUnavailable { .. }
+            | Reason::ProviderLost { .. } => Code::ToolFailed,
+            Reason::ResultTooLarge { .. } | Reason::OutputTooLarge { .. } => Code::ResultTooLarge,
             Reason::InvalidResult { .. } => Code::InvalidResult,
             Reason::ParentSettled => Code::ParentSettled,
             Reason::MissingResult => Code::Internal,
@@ -286,6 +330,21 @@ mod tests {
             assert!(message.contains("ran and its effect happened"), "{message}");
             assert!(message.contains("do not call it again"), "{message}");
         }
+    }
+
+    #[test]
+    fn a_failure_around_a_tool_says_whether_the_call_was_made() {
+        let unavailable = Reason::ProviderUnavailable {
+            tool: "read".into(),
+            provider: "the MCP server `files`".into(),
+            error: "exited".into(),
+        };
+        assert_eq!(unavailable.code(), Code::ToolFailed);
+        assert!(unavailable.message().contains("the call was not made"), "{unavailable}");
+        let lost = Reason::ProviderLost { tool: "write".into(), provider: "the MCP server `files`".into(), detail: "x".into() };
+        assert_eq!(lost.code(), Code::ToolFailed);
+        assert!(lost.message().contains("may have run"), "{lost}");
+        assert_eq!(Reason::OutputTooLarge { tool: "t".into(), limit: 1 }.code(), Code::ResultTooLarge);
     }
 
     #[test]

@@ -17,8 +17,18 @@ pub fn test_cases_dir() -> Result<PathBuf, String> {
     }
     let cargo = std::env::var("CARGO").ok().or_else(|| option_env!("CARGO").map(str::to_owned)).unwrap_or("cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    // Only this platform's packages: a clean build has downloaded no others
+    // (e.g. the `windows` crate some dependencies name for Windows only).
+    let rustc = Path::new(&cargo).with_file_name("rustc");
+    let host = Command::new(if rustc.exists() { rustc.as_os_str() } else { "rustc".as_ref() })
+        .arg("-vV")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|v| v.lines().find_map(|l| l.strip_prefix("host: ").map(str::to_owned)))
+        .ok_or_else(|| "could not ask `rustc -vV` for the host platform; set TETHER_MONTY_TEST_CASES".to_owned())?;
     let output = Command::new(&cargo)
-        .args(["metadata", "--format-version", "1", "--offline", "--manifest-path"])
+        .args(["metadata", "--format-version", "1", "--offline", "--filter-platform", &host, "--manifest-path"])
         .arg(&manifest)
         .output()
         .map_err(|error| format!("could not run `{cargo} metadata`: {error}; set TETHER_MONTY_TEST_CASES"))?;

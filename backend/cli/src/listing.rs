@@ -1,0 +1,86 @@
+//! `tether tools`: each tool of a tool set with where it comes from and the
+//! metadata the turn decides by, then each MCP server's state.
+
+use std::fmt::Write;
+use tether_backend::tools::{ServerStatus, ToolSet};
+use tether_backend::turn::{ApprovalRequirement, RepeatRule, ToolMeta, ToolReplay};
+
+/// The metadata in words, e.g. `read-only, concurrent, timeout 30s`.
+pub fn describe_meta(meta: &ToolMeta) -> String {
+    let mut words = Vec::new();
+    if meta.approval == ApprovalRequirement::Always {
+        words.push("requires approval".to_owned());
+    }
+    words.push(if meta.read_only { "read-only".to_owned() } else { "has effects".to_owned() });
+    if meta.deferred {
+        words.push("deferred".into());
+    }
+    if meta.concurrency_safe {
+        words.push("concurrent".into());
+    }
+    match meta.repeat {
+        RepeatRule::RefuseUnlessReadOnly => {}
+        RepeatRule::Refuse => words.push("repeats refused".into()),
+        RepeatRule::Allow => words.push("repeats allowed".into()),
+    }
+    if meta.replay == ToolReplay::Safe {
+        words.push("replay-safe".into());
+    }
+    if let Some(limit) = meta.time_limit {
+        words.push(format!("timeout {}", humantime_like(limit)));
+    }
+    words.join(", ")
+}
+
+fn humantime_like(d: std::time::Duration) -> String {
+    if d.subsec_millis() == 0 { format!("{}s", d.as_secs()) } else { format!("{}ms", d.as_millis()) }
+}
+
+/// At most `max` characters of `text`, `…` if cut.
+fn first_words(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// The listing as text: `origin` is the config file.
+pub fn render(origin: &std::path::Path, tools: &ToolSet, servers: &[ServerStatus]) -> String {
+    let mut out = format!("tools of {}\n", origin.display());
+    let width = tools.tools().iter().map(|t| t.name().len()).max().unwrap_or(0);
+    let _ = writeln!(out, "{} tools:", tools.tools().len());
+    for (tool, source) in tools.sources() {
+        let _ = writeln!(out, "  {:width$}  {}  [{}]", tool.name(), describe_meta(tool.meta()), source);
+        let description = tool.spec().description.lines().next().unwrap_or_default();
+        if !description.is_empty() {
+            let _ = writeln!(out, "  {:width$}    {}", "", first_words(description, 100));
+        }
+    }
+    if !servers.is_empty() {
+        let _ = writeln!(out, "MCP servers:");
+        for server in servers {
+            let state = server.error.as_deref().map_or("running".to_owned(), |e| format!("NOT RUNNING: {e}"));
+            let _ = writeln!(out, "  {} ({}): {state}", server.name, server.transport);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn metadata_reads_as_words() {
+        let meta = ToolMeta {
+            approval: ApprovalRequirement::Always,
+            time_limit: Some(Duration::from_millis(1500)),
+            replay: ToolReplay::Safe,
+            ..ToolMeta::default()
+        };
+        assert_eq!(describe_meta(&meta), "requires approval, has effects, replay-safe, timeout 1500ms");
+        let read = ToolMeta { read_only: true, concurrency_safe: true, ..ToolMeta::default() };
+        assert_eq!(describe_meta(&read), "read-only, concurrent");
+    }
+}

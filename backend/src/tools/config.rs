@@ -1,0 +1,428 @@
+//! `tether.toml`: the file a backend's tools come from. This module reads the
+//! file and checks every entry, so a mistake is reported at load — with the
+//! file, the key and what to write instead — never when a tool is first
+//! called. Nothing is started here: MCP servers start in
+//! [`ToolSet::start`](super::ToolSet::start).
+//!
+//! Sections (`examples/tether.toml` shows each, commented):
+//! - `[[tools]]`: a tool of a built-in kind — `http`, `command`, `sqlite`,
+//!   `static` — each kind's keys in its own module
+//! - `[mcp.<name>]`: an MCP server whose tools join the turn, and
+//!   `[mcp.<name>.tools.<tool>]` for one of its tools (`mcp.rs`)
+//! - reserved, read by their owners and kept here as raw tables: `[turn]`
+//!   (the turn's limits), `[agents.<name>]` and `[[agent_tools]]` (peer
+//!   agents as tools)
+
+use super::error::ConfigError;
+use super::meta::{META_KEYS, MetaEntry};
+use super::vars::Vars;
+use super::{command, fixed, http, mcp, sqlite};
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A loaded, checked configuration file.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it was read from.
+    pub path: PathBuf,
+    pub(crate) tools: Vec<ToolConfig>,
+    pub(crate) servers: Vec<mcp::ServerConfig>,
+    /// `[turn]`, as written: reserved for the turn's limits.
+    pub turn: Option<toml::Table>,
+    /// `[agents.<name>]`, as written: reserved for peer agents.
+    pub agents: toml::Table,
+    /// `[[agent_tools]]`, as written: reserved for peer agents as tools.
+    pub agent_tools: Vec<toml::Table>,
+}
+
+/// One `[[tools]]` entry, checked.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolConfig {
+    /// Where it is in the file, e.g. `tools[2]`.
+    pub(crate) key: String,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) input_schema: Option<Value>,
+    pub(crate) output_schema: Option<Value>,
+    pub(crate) meta: MetaEntry,
+    pub(crate) kind: KindConfig,
+}
+
+/// A built-in kind's own keys, checked.
+#[derive(Debug, Clone)]
+pub(crate) enum KindConfig {
+    Http(http::HttpConfig),
+    Command(command::CommandConfig),
+    Sqlite(sqlite::SqliteConfig),
+    Static(fixed::StaticConfig),
+}
+
+impl KindConfig {
+    /// The kind's name as the file spells it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            KindConfig::Http(_) => "http",
+            KindConfig::Command(_) => "command",
+            KindConfig::Sqlite(_) => "sqlite",
+            KindConfig::Static(_) => "static",
+        }
+    }
+}
+
+const TOP_KEYS: [&str; 5] = ["tools", "mcp", "turn", "agents", "agent_tools"];
+const KINDS: [&str; 4] = ["http", "command", "sqlite", "static"];
+/// The keys every `[[tools]]` entry takes besides the metadata and its kind's.
+const TOOL_KEYS: [&str; 5] = ["name", "kind", "description", "input_schema", "output_schema"];
+
+/// Where an entry is being read: the file, the entry's key, the variables.
+/// Every kind reads its keys through this, so every error says where it is.
+#[derive(Debug, Clone)]
+pub(crate) struct At<'a> {
+    pub(crate) file: &'a Path,
+    pub(crate) key: String,
+    pub(crate) vars: &'a Vars,
+}
+
+impl At<'_> {
+    /// A mistake at `sub` (a key of this entry, or `""` for the entry).
+    pub(crate) fn error(&self, sub: &str, problem: impl Into<String>) -> ConfigError {
+        let key = match (self.key.is_empty(), sub.is_empty()) {
+            (_, true) => self.key.clone(),
+            (true, false) => sub.to_owned(),
+            (false, false) => format!("{}.{sub}", self.key),
+        };
+        ConfigError::new(self.file, key, problem)
+    }
+
+    /// `text` with `${NAME}` expanded.
+    pub(crate) fn expand(&self, sub: &str, text: &str) -> Result<String, ConfigError> {
+        self.vars.expand(text).map_err(|problem| {
+            self.error(sub, problem).fix("set it in the backend's environment, or write the value itself")
+        })
+    }
+
+    /// A path after `${NAME}` expansion; relative paths are relative to the
+    /// configuration file's folder.
+    pub(crate) fn path(&self, sub: &str, text: &str) -> Result<PathBuf, ConfigError> {
+        let path = PathBuf::from(self.expand(sub, text)?);
+        Ok(if path.is_relative() { self.file.parent().unwrap_or(Path::new(".")).join(path) } else { path })
+    }
+
+    /// Reads this entry's `table` as `T`, after checking its keys against
+    /// `allowed` (so a typo is named with the keys it could have been).
+    pub(crate) fn read<T: serde::de::DeserializeOwned>(
+        &self,
+        table: &toml::Table,
+        allowed: &[&str],
+    ) -> Result<T, ConfigError> {
+        check_keys(self, table, allowed)?;
+        T::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+            let message = e.message().to_owned();
+            // serde's message names the value, not the key: find the key
+            // whose value alone gives the same complaint.
+            let key = table.iter().find(|(key, value)| {
+                let alone: toml::Table = [((*key).clone(), (*value).clone())].into_iter().collect();
+                T::deserialize(toml::Value::Table(alone)).is_err_and(|e| e.message() == message)
+            });
+            self.error(key.map_or("", |(k, _)| k.as_str()), message)
+        })
+    }
+}
+
+/// Refuses keys of `table` that are not in `allowed`, suggesting the
+/// closest allowed one.
+pub(crate) fn check_keys(at: &At<'_>, table: &toml::Table, allowed: &[&str]) -> Result<(), ConfigError> {
+    for key in table.keys() {
+        if allowed.contains(&key.as_str()) {
+            continue;
+        }
+        let closest = allowed
+            .iter()
+            .map(|a| (strsim::jaro_winkler(key, a), *a))
+            .filter(|(score, _)| *score > 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, a)| format!("did you mean `{a}`? "))
+            .unwrap_or_default();
+        return Err(at
+            .error(key, "unknown key")
+            .fix(format!("{closest}the keys here are: {}", allowed.join(", "))));
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Reads and checks the file at `path`, expanding `${NAME}` from `vars`.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the file, the key and what to write instead,
+    /// for the first mistake found.
+    pub fn load(path: impl AsRef<Path>, vars: &Vars) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(path, "", format!("cannot read the file: {e}")))?;
+        Config::parse(&text, path, vars)
+    }
+
+    /// Checks `text` as if read from `path` (relative paths in it are
+    /// relative to `path`'s folder).
+    ///
+    /// # Errors
+    /// As [`Config::load`].
+    pub fn parse(text: &str, path: &Path, vars: &Vars) -> Result<Config, ConfigError> {
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| syntax_error(path, text, &e))?;
+        let top = At { file: path, key: String::new(), vars };
+        check_keys(&top, &table, &TOP_KEYS)?;
+
+        let tools = match table.remove("tools") {
+            None => Vec::new(),
+            Some(toml::Value::Array(entries)) => entries
+                .iter()
+                .enumerate()
+                .map(|(i, entry)| tool_entry(At { file: path, key: format!("tools[{i}]"), vars }, entry))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(top.error("tools", "must be an array of tables").fix("write each tool as `[[tools]]`")),
+        };
+        let servers = match table.remove("mcp") {
+            None => Vec::new(),
+            Some(toml::Value::Table(servers)) => servers
+                .iter()
+                .map(|(name, entry)| mcp::ServerConfig::read(At { file: path, key: format!("mcp.{name}"), vars }, name, entry))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(top.error("mcp", "must be a table of servers").fix("write each server as `[mcp.<name>]`")),
+        };
+        let config = Config {
+            path: path.to_owned(),
+            tools,
+            servers,
+            turn: reserved_table(&top, &mut table, "turn")?,
+            agents: reserved_table(&top, &mut table, "agents")?.unwrap_or_default(),
+            agent_tools: match table.remove("agent_tools") {
+                None => Vec::new(),
+                Some(value) => Vec::<toml::Table>::deserialize(value)
+                    .map_err(|_| top.error("agent_tools", "must be an array of tables").fix("write each as `[[agent_tools]]`"))?,
+            },
+        };
+        config.check_names()?;
+        Ok(config)
+    }
+
+    /// The names of the `[[tools]]` entries, in file order.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.tools.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    /// The names of the `[mcp.<name>]` servers.
+    pub fn server_names(&self) -> Vec<&str> {
+        self.servers.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    fn check_names(&self) -> Result<(), ConfigError> {
+        for (i, tool) in self.tools.iter().enumerate() {
+            if let Some(first) = self.tools[..i].iter().find(|t| t.name == tool.name) {
+                return Err(ConfigError::new(&self.path, format!("{}.name", tool.key), format!("`{}` is also the name of `{}`", tool.name, first.key))
+                    .fix("tool names are unique in a turn: rename one"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn reserved_table(top: &At<'_>, table: &mut toml::Table, key: &str) -> Result<Option<toml::Table>, ConfigError> {
+    match table.remove(key) {
+        None => Ok(None),
+        Some(toml::Value::Table(t)) => Ok(Some(t)),
+        Some(_) => Err(top.error(key, "must be a table").fix(format!("write it as `[{key}]`"))),
+    }
+}
+
+fn syntax_error(path: &Path, text: &str, error: &toml::de::Error) -> ConfigError {
+    let key = match error.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |n| n + 1) + 1;
+            format!("line {line}, column {column}")
+        }
+        None => String::new(),
+    };
+    ConfigError::new(path, key, format!("not valid TOML: {}", error.message()))
+}
+
+/// The keys of `[[tools]]` shared by every kind.
+#[derive(Debug, Deserialize)]
+struct ToolHead {
+    name: String,
+    kind: String,
+    description: Option<String>,
+    input_schema: Option<toml::Value>,
+    output_schema: Option<toml::Value>,
+}
+
+fn tool_entry(at: At<'_>, entry: &toml::Value) -> Result<ToolConfig, ConfigError> {
+    let Some(table) = entry.as_table() else {
+        return Err(at.error("", "must be a table").fix("write each tool as `[[tools]]` followed by its keys"));
+    };
+    let kind = match table.get("kind") {
+        Some(toml::Value::String(kind)) if KINDS.contains(&kind.as_str()) => kind.clone(),
+        Some(other) => {
+            return Err(at.error("kind", format!("`{}` is not a kind of tool", other.as_str().unwrap_or(&other.to_string())))
+                .fix(format!("write one of: {} (an MCP server is an `[mcp.<name>]` section)", KINDS.join(", "))));
+        }
+        None => return Err(at.error("kind", "is missing").fix(format!("add `kind = ` one of: {}", KINDS.join(", ")))),
+    };
+    let own_keys: &[&str] = match kind.as_str() {
+        "http" => &http::KEYS,
+        "command" => &command::KEYS,
+        "sqlite" => &sqlite::KEYS,
+        _ => &fixed::KEYS,
+    };
+    let allowed: Vec<&str> = TOOL_KEYS.iter().chain(META_KEYS.iter()).chain(own_keys.iter()).copied().collect();
+    check_keys(&at, table, &allowed)?;
+    let split = |keys: &[&str]| split(table, keys);
+    let head: ToolHead = at.read(&split(&TOOL_KEYS), &TOOL_KEYS)?;
+    let at = At { key: format!("{}(`{}`)", at.key, head.name), ..at };
+    let meta: MetaEntry = at.read(&split(&META_KEYS), &META_KEYS)?;
+    check_name(&at, &head.name)?;
+    meta.to_meta(false).map_err(|(key, problem)| at.error(key, problem))?;
+    let own = split(own_keys);
+    let kind = match head.kind.as_str() {
+        "http" => KindConfig::Http(http::HttpConfig::read(&at, &own)?),
+        "command" => KindConfig::Command(command::CommandConfig::read(&at, &own)?),
+        "sqlite" => KindConfig::Sqlite(sqlite::SqliteConfig::read(&at, &own)?),
+        _ => KindConfig::Static(fixed::StaticConfig::read(&at, &own)?),
+    };
+    if let KindConfig::Sqlite(sqlite) = &kind
+        && sqlite.writable()
+        && meta.read_only == Some(true)
+    {
+        return Err(at.error("read_only", "is true, but the tool is `writable`").fix("a tool that writes has effects: remove `read_only`"));
+    }
+    let description = match head.description {
+        Some(d) if !d.trim().is_empty() => d,
+        _ => return Err(at.error("description", "is missing").fix("say what the tool does and returns: the model reads it")),
+    };
+    Ok(ToolConfig {
+        key: at.key.clone(),
+        name: head.name,
+        description,
+        input_schema: head.input_schema.map(|s| schema(&at, "input_schema", s)).transpose()?,
+        output_schema: head.output_schema.map(|s| schema(&at, "output_schema", s)).transpose()?,
+        meta,
+        kind,
+    })
+}
+
+/// The entries of `table` whose keys are in `keys`: one entry's keys split
+/// by who reads them (the metadata, the kind).
+pub(crate) fn split(table: &toml::Table, keys: &[&str]) -> toml::Table {
+    table.iter().filter(|(k, _)| keys.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// A JSON Schema written as a TOML table (or as a JSON string).
+pub(crate) fn schema(at: &At<'_>, key: &str, value: toml::Value) -> Result<Value, ConfigError> {
+    let json = match value {
+        toml::Value::String(text) => serde_json::from_str(&text)
+            .map_err(|e| at.error(key, format!("is not valid JSON: {e}")).fix("write the schema as a TOML table, or as a JSON string"))?,
+        other => toml_to_json(other),
+    };
+    if !json.is_object() {
+        return Err(at.error(key, "must be a JSON Schema object").fix("e.g. `{ type = \"object\", properties = { id = { type = \"string\" } } }`"));
+    }
+    jsonschema::validator_for(&json).map_err(|e| at.error(key, format!("is not a valid JSON Schema: {e}")))?;
+    Ok(json)
+}
+
+/// TOML to JSON (dates become strings).
+pub(crate) fn toml_to_json(value: toml::Value) -> Value {
+    match value {
+        toml::Value::String(s) => Value::String(s),
+        toml::Value::Integer(i) => Value::from(i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        toml::Value::Boolean(b) => Value::Bool(b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(items) => Value::Array(items.into_iter().map(toml_to_json).collect()),
+        toml::Value::Table(table) => Value::Object(table.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect()),
+    }
+}
+
+/// A tool name: what a script calls and the model sees.
+pub(crate) fn check_name(at: &At<'_>, name: &str) -> Result<(), ConfigError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(at.error("name", format!("`{name}` is not a usable tool name"))
+            .fix("use 1 to 64 letters, digits, `_` or `-`, not starting with a digit (a script calls it as a Python function)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/tether/tether.toml"), &Vars::from_env())
+    }
+
+    fn problem(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn an_empty_file_has_no_tools_and_reserved_sections_are_kept() {
+        let config = parse("[turn]\nmax_tool_calls = 10\n[agents.billing]\nmodel = \"m\"\n[[agent_tools]]\nagent = \"billing\"\n").unwrap();
+        assert!(config.tools.is_empty() && config.servers.is_empty());
+        assert_eq!(config.turn.unwrap()["max_tool_calls"].as_integer(), Some(10));
+        assert!(config.agents.contains_key("billing"));
+        assert_eq!(config.agent_tools.len(), 1);
+    }
+
+    #[test]
+    fn a_syntax_error_gives_the_line_and_column() {
+        let error = problem("[[tools]]\nname = \"x\"\nkind = \n");
+        assert!(error.starts_with("`/etc/tether/tether.toml`, `line 3, column 8`: not valid TOML"), "{error}");
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_the_closest_one() {
+        let error = problem("[[tools]]\nname = \"t\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\nread_onyl = true\n");
+        assert!(error.contains("`tools[0].read_onyl`: unknown key; did you mean `read_only`?"), "{error}");
+        let top = problem("[tool]\n");
+        assert!(top.contains("`tool`: unknown key; did you mean `tools`?"), "{top}");
+    }
+
+    #[test]
+    fn a_missing_or_unknown_kind_lists_the_kinds() {
+        assert!(problem("[[tools]]\nname = \"t\"\n").contains("`tools[0].kind`: is missing; add `kind = ` one of: http, command, sqlite, static"));
+        let error = problem("[[tools]]\nname = \"t\"\nkind = \"mcp\"\n");
+        assert!(error.contains("`mcp` is not a kind of tool") && error.contains("[mcp.<name>]"), "{error}");
+    }
+
+    #[test]
+    fn names_must_be_usable_and_unique() {
+        let entry = |name: &str| format!("[[tools]]\nname = \"{name}\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\n");
+        assert!(problem(&entry("2fast")).contains("is not a usable tool name"));
+        assert!(problem(&entry("a b")).contains("is not a usable tool name"));
+        let twice = problem(&format!("{}{}", entry("same"), entry("same")));
+        assert!(twice.contains("`tools[1](`same`).name`: `same` is also the name of `tools[0](`same`)`"), "{twice}");
+    }
+
+    #[test]
+    fn a_description_is_required_and_schemas_must_compile() {
+        assert!(problem("[[tools]]\nname = \"t\"\nkind = \"static\"\nvalue = 1\n").contains("`tools[0](`t`).description`: is missing"));
+        let bad = problem("[[tools]]\nname = \"t\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\ninput_schema = { type = 12 }\n");
+        assert!(bad.contains("`tools[0](`t`).input_schema`: is not a valid JSON Schema"), "{bad}");
+        let json = parse("[[tools]]\nname = \"t\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\ninput_schema = '{\"type\": \"object\"}'\n").unwrap();
+        assert_eq!(json.tools[0].input_schema, Some(serde_json::json!({"type": "object"})));
+    }
+
+    #[test]
+    fn a_bad_metadata_value_names_its_key() {
+        let error = problem("[[tools]]\nname = \"t\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\nreplay = \"sometimes\"\n");
+        assert!(error.contains("`tools[0](`t`).replay`: unknown variant `sometimes`, expected `never` or `safe`"), "{error}");
+    }
+}
