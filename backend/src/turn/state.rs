@@ -84,17 +84,17 @@ impl Turn {
     /// reads the Python API it writes against.
     pub fn tools_for_model(&self) -> Vec<ListedTool> {
         let mut listed = self.inner.registry.model_view();
-        let scripted = |name: &str| {
-            matches!(self.inner.registry.lookup(name), super::registry::Lookup::Found(tool) if tool.meta().is_script_tool)
-        };
-        if listed.iter().any(|tool| matches!(tool, ListedTool::Full(def) if scripted(&def.name))) {
-            let stubs = self.script_stubs();
-            for tool in &mut listed {
-                if let ListedTool::Full(def) = tool
-                    && scripted(&def.name)
-                {
-                    def.description = format!("{}\n\nThe tools, as Python:\n```python\n{stubs}```", def.description);
-                }
+        // Made once, for the first script tool listed.
+        let mut stubs = None;
+        for tool in &mut listed {
+            let ListedTool::Full(def) = tool else { continue };
+            let is_script_tool = matches!(
+                self.inner.registry.lookup(&def.name),
+                super::registry::Lookup::Found(found) if found.meta().is_script_tool
+            );
+            if is_script_tool {
+                let stubs = stubs.get_or_insert_with(|| self.script_stubs());
+                def.description = format!("{}\n\nThe tools, as Python:\n```python\n{stubs}```", def.description);
             }
         }
         listed

@@ -56,7 +56,7 @@ pub fn python_stubs(tools: &[ToolSpec]) -> String {
 fn write_tool(out: &mut String, tool: &ToolSpec) {
     let params = Params::of(&tool.input_schema);
     let returns = tool.output_schema.as_ref().map_or_else(|| "Any".to_owned(), shape);
-    let doc = docstring(tool, &returns);
+    let doc = docstring(tool, &params, &returns);
     if is_name(&tool.name) && !RESERVED.contains(&tool.name.as_str()) && params.all_named {
         let _ = writeln!(out, "def {}({}) -> Result:", tool.name, params.signature());
     } else {
@@ -69,9 +69,8 @@ fn write_tool(out: &mut String, tool: &ToolSpec) {
 }
 
 /// The docstring: the description, each argument's, and the value's type.
-fn docstring(tool: &ToolSpec, returns: &str) -> String {
+fn docstring(tool: &ToolSpec, params: &Params, returns: &str) -> String {
     let mut text = tool.description.trim().to_owned();
-    let params = Params::of(&tool.input_schema);
     let documented: Vec<_> = params.list.iter().filter(|p| !p.description.is_empty()).collect();
     if !documented.is_empty() {
         text.push_str("\n\nArgs:");

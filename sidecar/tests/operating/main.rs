@@ -1,6 +1,6 @@
 //! The operator's view of the real `tether-sidecar` process, over real
 //! sockets: drain on SIGTERM/SIGINT, health and readiness, gRPC reflection,
-//! Prometheus metrics (`docs/operating.md`), and a Python client following
+//! Prometheus metrics, logs and traces (`docs/operating.md`), and a Python client following
 //! the wire contract. One binary, one module per area.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
@@ -14,3 +14,4 @@ mod health;
 mod metrics;
 mod python_client;
 mod reflection;
+mod telemetry;

@@ -9,15 +9,13 @@
 //! Also: `--log-format json` writes one JSON object per stderr line, with the
 //! run's span fields on every line logged inside the run.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-
+use super::support::{PATIENCE, channel, check, shared_cache};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -116,7 +114,7 @@ impl SidecarProcess {
     /// listener and reports ready (the guest compiled or loaded from the
     /// cache). Its stderr is kept, line by line.
     async fn start(args: &[&str], rust_log: &str) -> SidecarProcess {
-        let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tether-cache");
+        let cache = shared_cache();
         let mut child = Command::new(env!("CARGO_BIN_EXE_tether-sidecar"))
             .args(["--listen", "127.0.0.1:0", "--insecure-loopback", "--cache-dir"])
             .arg(&cache)
@@ -155,18 +153,13 @@ impl SidecarProcess {
     /// Polls readiness (`tether.v1.Sidecar` on gRPC health) until SERVING:
     /// the listeners come up before the guest is loaded.
     async fn wait_until_ready(&self) {
-        use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
-        let channel = tonic::transport::Channel::from_shared(self.url.clone()).unwrap().connect().await.expect("the sidecar accepts connections");
-        let mut health = HealthClient::new(channel);
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(600);
-        loop {
-            let request = HealthCheckRequest { service: "tether.v1.Sidecar".to_owned() };
-            let status = health.check(request).await.expect("a health check").into_inner().status;
-            if status == ServingStatus::Serving as i32 {
-                return;
-            }
+        use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient};
+        let address = self.url.strip_prefix("http://").unwrap_or(&self.url);
+        let mut health = HealthClient::new(channel(address).await);
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while check(&mut health, "tether.v1.Sidecar").await != ServingStatus::Serving {
             assert!(tokio::time::Instant::now() < deadline, "the sidecar never became ready");
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
