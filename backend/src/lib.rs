@@ -25,7 +25,7 @@ pub mod turn;
 /// [`telemetry::Telemetry::shutdown`] before exiting.
 pub use tether_telemetry as telemetry;
 
-pub use client::{RunRequest, SidecarClient};
+pub use client::{Keepalive, RunRequest, SidecarClient};
 pub use error::ClientError;
 pub use handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
 pub use outcome::RunOutcome;
