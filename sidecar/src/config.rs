@@ -113,6 +113,15 @@ pub struct SidecarConfig {
     /// Extra runtimes: a name for `Start.language` and a `wasm32-wasip1`
     /// module built on the `tether_v1` ABI.
     pub extra_runtimes: Vec<(String, Vec<u8>)>,
+    /// HTTP/2 PING interval on every run connection. A backend that vanished
+    /// without closing its connection (host gone, network stalled) is found
+    /// out after at most about `keepalive_interval + keepalive_timeout`; its
+    /// runs then end as if it had left (`backend_gone`), freeing their slots
+    /// and waiting places. Default 30 s.
+    pub keepalive_interval: Duration,
+    /// How long a PING may go unanswered before the connection is closed.
+    /// Default 20 s.
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for SidecarConfig {
@@ -125,6 +134,8 @@ impl Default for SidecarConfig {
             total_memory_bytes: 8 << 30,
             cache_dir: None,
             extra_runtimes: Vec::new(),
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(20),
         }
     }
 }

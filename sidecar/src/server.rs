@@ -152,7 +152,8 @@ impl Sidecar {
             .max_encoding_message_size(max)
     }
 
-    /// Every service of a run listener: `tether.v1`, health and reflection.
+    /// Every service of a run listener: `tether.v1`, health and reflection,
+    /// with the configured HTTP/2 keepalive.
     fn routes(&self) -> Result<Router, SidecarError> {
         let reflection = || {
             [tether_proto::FILE_DESCRIPTOR_SET, tonic_health::pb::FILE_DESCRIPTOR_SET]
@@ -161,7 +162,10 @@ impl Sidecar {
                     builder.register_encoded_file_descriptor_set(set)
                 })
         };
+        let config = &self.shared.config;
         Ok(tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(config.keepalive_interval))
+            .http2_keepalive_timeout(Some(config.keepalive_timeout))
             .add_service(HealthService::server(self.shared.lifecycle.subscribe()))
             // v1 for current clients, v1alpha for older grpcurl and grpcui.
             .add_service(reflection().build_v1()?)
