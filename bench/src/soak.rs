@@ -76,14 +76,15 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
 
     let started = Instant::now();
     let mut workers = JoinSet::new();
-    for worker in 0..args.concurrency {
+    let concurrency = args.concurrency;
+    for worker in 0..concurrency {
         let (client, outcomes, errors) = (client.clone(), outcomes.clone(), errors.clone());
         workers.spawn(async move {
             let mut i = worker;
             while started.elapsed() < duration {
                 let (name, source) = SCRIPTS[i % SCRIPTS.len()];
                 one_run(&client, i, name, source, &outcomes, &errors).await;
-                i += args.concurrency;
+                i += concurrency;
             }
         });
     }

@@ -22,8 +22,8 @@ use tether_backend::turn::{
 use tether_backend::{CallHandler, Keepalive, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 use tonic_health::pb::health_check_response::ServingStatus;
 
 /// The generous bound on anything a fault must bring about (not a speed
@@ -284,7 +284,7 @@ s = call('send', to='dana@example.com')
 /// neither reads nor writes, and keeps every connection open.
 struct StallingProxy {
     address: String,
-    stall: watch::Sender<bool>,
+    stall: CancellationToken,
     _tasks: JoinSet<()>,
 }
 
@@ -292,7 +292,8 @@ impl StallingProxy {
     async fn to(upstream: &str) -> StallingProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
-        let (stall, stalled) = watch::channel(false);
+        let stall = CancellationToken::new();
+        let stalled = stall.clone();
         let upstream = upstream.to_owned();
         let mut tasks = JoinSet::new();
         tasks.spawn(async move {
@@ -310,15 +311,15 @@ impl StallingProxy {
     }
 
     fn stall(&self) {
-        self.stall.send_replace(true);
+        self.stall.cancel();
     }
 }
 
-async fn pump(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp::OwnedWriteHalf, mut stalled: watch::Receiver<bool>) {
+async fn pump(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp::OwnedWriteHalf, stalled: CancellationToken) {
     let mut buffer = vec![0; 16 << 10];
     loop {
         tokio::select! {
-            _ = stalled.wait_for(|stalled| *stalled) => {
+            () = stalled.cancelled() => {
                 // Hold both halves open, forwarding nothing, until the proxy is dropped.
                 std::future::pending::<()>().await;
             }
