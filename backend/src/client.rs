@@ -23,7 +23,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tether_telemetry::TraceContext;
 use tonic::metadata::{Ascii, MetadataValue};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
+
+/// The health-check service name whose status is the sidecar's readiness.
+const READINESS_SERVICE: &str = "tether.v1.Sidecar";
 
 /// Messages the client may queue to the sidecar before waiting.
 const OUTBOUND_BUFFER: usize = 64;
@@ -63,6 +69,8 @@ pub struct ConnectOptions {
 #[derive(Debug, Clone)]
 pub struct SidecarClient {
     grpc: sidecar_client::SidecarClient<Channel>,
+    /// The sidecar's gRPC health service, on the same connection.
+    health: HealthClient<Channel>,
     /// `Bearer <token>`, sent as `authorization` with every call.
     authorization: Option<MetadataValue<Ascii>>,
 }
@@ -223,10 +231,36 @@ impl SidecarClient {
 
     /// A client over an existing channel.
     pub fn from_channel(channel: Channel) -> SidecarClient {
+        let health = HealthClient::new(channel.clone());
         let grpc = sidecar_client::SidecarClient::new(channel)
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
-        SidecarClient { grpc, authorization: None }
+        SidecarClient { grpc, health, authorization: None }
+    }
+
+    /// Waits until the sidecar admits runs: its gRPC health check for
+    /// `tether.v1.Sidecar` reports SERVING (a sidecar that was just started
+    /// compiles or loads its runtimes first, and refuses runs meanwhile).
+    ///
+    /// # Errors
+    /// [`ClientError::NotReady`] if it is not SERVING within `timeout` (the
+    /// error says what it reported last); a failed health call that is not
+    /// UNAVAILABLE (e.g. a refused token) at once.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), ClientError> {
+        let give_up = tokio::time::Instant::now() + timeout;
+        loop {
+            let request = self.request(HealthCheckRequest { service: READINESS_SERVICE.into() });
+            let last = match self.health.clone().check(request).await {
+                Ok(response) if response.get_ref().status() == ServingStatus::Serving => return Ok(()),
+                Ok(response) => format!("{:?}", response.get_ref().status()),
+                Err(status) if status.code() == tonic::Code::Unavailable => status.message().to_owned(),
+                Err(status) => return Err(status.into()),
+            };
+            if tokio::time::Instant::now() >= give_up {
+                return Err(ClientError::NotReady { waited: timeout, last });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Asks the sidecar for its version, runtimes and limits.

@@ -25,6 +25,15 @@ pub enum ClientError {
     /// The sidecar broke the protocol (e.g. a message with no content).
     #[error("the sidecar broke the protocol: {0}")]
     Protocol(String),
+    /// The sidecar did not report SERVING in time
+    /// ([`SidecarClient::wait_ready`](crate::SidecarClient::wait_ready)).
+    #[error("the sidecar was not ready after {waited:?} (last: {last}); check its logs, or wait longer on a cold compile")]
+    NotReady {
+        /// How long the client waited.
+        waited: std::time::Duration,
+        /// What the health check said last.
+        last: String,
+    },
     /// The run's stream broke after the sidecar accepted the run: the sidecar
     /// crashed, the connection dropped, or HTTP/2 keepalive found it stalled.
     /// The script stopped without `Finished`, and calls it had started may

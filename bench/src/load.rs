@@ -23,9 +23,17 @@ pub(crate) struct Args {
     /// HTTP/2 connections the runs are spread over.
     #[arg(long, default_value_t = 8)]
     connections: usize,
+    /// Rounds of `--runs` runs, one after another: RSS that grows from
+    /// round to round is a leak, RSS that stays is the pool's warm slots.
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
     /// The sidecar binary (default: `tether-sidecar` beside this one).
     #[arg(long)]
     sidecar_bin: Option<PathBuf>,
+    /// One more flag for the sidecar, e.g. `--sidecar-arg=--pool-keep-resident-kib=0`
+    /// (repeatable).
+    #[arg(long = "sidecar-arg", allow_hyphen_values = true)]
+    sidecar_args: Vec<String>,
 }
 
 /// Answers `echo` with its `i` argument.
@@ -40,20 +48,19 @@ impl CallHandler for Echo {
 
 /// Runs the load once and prints errors and RSS.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
-    let binary = sidecar_binary(args.sidecar_bin)?;
+    let binary = sidecar_binary(args.sidecar_bin.clone())?;
     // Room for every run to wait on a call at once, and to queue for a slot.
     let capacity = (args.runs + 16).to_string();
-    let sidecar = SidecarProcess::start(
-        &binary,
-        &[
-            "--max-waiting-runs".into(),
-            capacity.clone(),
-            "--max-queued-runs".into(),
-            capacity,
-            "--max-calls".into(),
-            args.calls.to_string(),
-        ],
-    )?;
+    let mut flags = vec![
+        "--max-waiting-runs".into(),
+        capacity.clone(),
+        "--max-queued-runs".into(),
+        capacity,
+        "--max-calls".into(),
+        args.calls.to_string(),
+    ];
+    flags.extend(args.sidecar_args.iter().cloned());
+    let sidecar = SidecarProcess::start(&binary, &flags)?;
     let mut clients = Vec::new();
     for _ in 0..args.connections.max(1) {
         clients.push(connect(&sidecar.url).await?);
@@ -72,6 +79,46 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     println!("sidecar before: {before}");
 
     let sidecar = Arc::new(sidecar);
+    let mut afters = Vec::new();
+    let mut failed = 0;
+    for round in 1..=args.rounds.max(1) {
+        let (errors, elapsed, peak) = one_round(&args, &clients, &sidecar, &source, &expected, before).await?;
+        // Let the sidecar's allocator and pool settle, then look again.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let after = sidecar.sample()?;
+        let calls = args.runs as u64 * u64::from(args.calls);
+        println!(
+            "round {round}: {} runs x {} calls = {calls} calls over {} connections in {:.1} s ({:.0} calls/s), {} errors",
+            args.runs,
+            args.calls,
+            clients.len(),
+            elapsed.as_secs_f64(),
+            calls as f64 / elapsed.as_secs_f64(),
+            errors.len()
+        );
+        for error in errors.iter().take(5) {
+            println!("  {error:#}");
+        }
+        println!("  sidecar peak:  {peak}");
+        println!("  sidecar after: {after}");
+        failed += errors.len();
+        afters.push(after);
+    }
+    report_rss(&before, &afters);
+    anyhow::ensure!(failed == 0, "{failed} runs failed");
+    Ok(())
+}
+
+/// Opens `args.runs` runs at once and waits for all of them: the errors, the
+/// time it took and the sidecar's peak sample.
+async fn one_round(
+    args: &Args,
+    clients: &[SidecarClient],
+    sidecar: &Arc<SidecarProcess>,
+    source: &str,
+    expected: &Value,
+    before: ProcSample,
+) -> anyhow::Result<(Vec<anyhow::Error>, Duration, ProcSample)> {
     let peak = Arc::new(std::sync::Mutex::new(before));
     let sampler = {
         let (sidecar, peak) = (sidecar.clone(), peak.clone());
@@ -90,7 +137,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let mut runs = JoinSet::new();
     for i in 0..args.runs {
         let client = clients[i % clients.len()].clone();
-        let (source, expected) = (source.clone(), expected.clone());
+        let (source, expected) = (source.to_owned(), expected.clone());
         runs.spawn(async move { one_run(&client, &format!("load-{i}"), &source, &expected).await });
     }
     let mut errors = Vec::new();
@@ -102,38 +149,26 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let elapsed = started.elapsed();
     sampler.abort();
     let peak = *peak.lock().map_err(|_| anyhow::anyhow!("the sampler panicked"))?;
-
-    // Let the sidecar's allocator and pool settle, then look again.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let after = sidecar.sample()?;
-    let calls = args.runs as u64 * u64::from(args.calls);
-    println!(
-        "{} runs x {} calls = {calls} calls over {} connections in {:.1} s ({:.0} calls/s)",
-        args.runs,
-        args.calls,
-        clients.len(),
-        elapsed.as_secs_f64(),
-        calls as f64 / elapsed.as_secs_f64()
-    );
-    println!("errors: {}", errors.len());
-    for error in errors.iter().take(5) {
-        println!("  {error:#}");
-    }
-    println!("sidecar peak:  {peak}");
-    println!("sidecar after: {after}");
-    report_rss(&before, &after);
-    anyhow::ensure!(errors.is_empty(), "{} runs failed", errors.len());
-    Ok(())
+    Ok((errors, elapsed, peak))
 }
 
-fn report_rss(before: &ProcSample, after: &ProcSample) {
-    let drift = drift(before.rss_kib, after.rss_kib);
-    let verdict = if drift <= 10.0 { "within" } else { "NOT within" };
-    println!("RSS after vs before: {drift:+.1}% ({verdict} 10% of the baseline)");
+/// RSS after the last round against the baseline, and against the first
+/// round: memory a leak holds grows with every round, while the instance
+/// pool's warm slots (`--pool-keep-resident-kib`) plateau after the first.
+fn report_rss(before: &ProcSample, afters: &[ProcSample]) {
+    let (Some(first), Some(last)) = (afters.first(), afters.last()) else { return };
+    let drift_from_baseline = drift(before.rss_kib, last.rss_kib);
+    let verdict = if drift_from_baseline <= 10.0 { "within" } else { "NOT within" };
+    println!("RSS after vs before: {drift_from_baseline:+.1}% ({verdict} 10% of the baseline)");
+    if afters.len() > 1 {
+        println!("RSS after the last round vs after the first: {:+.1}%", drift(first.rss_kib, last.rss_kib));
+    }
 }
 
 async fn connect(url: &str) -> anyhow::Result<SidecarClient> {
-    SidecarClient::connect(url).await.with_context(|| format!("cannot reach the sidecar at {url}"))
+    let client = SidecarClient::connect(url).await.with_context(|| format!("cannot reach the sidecar at {url}"))?;
+    client.wait_ready(Duration::from_secs(120)).await?;
+    Ok(client)
 }
 
 /// One run of `source`; an error unless it completes with `expected`.

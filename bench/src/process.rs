@@ -35,7 +35,8 @@ impl SidecarProcess {
     /// `warn`), and waits until it announces its TCP listener.
     pub(crate) fn start(binary: &PathBuf, args: &[String]) -> anyhow::Result<SidecarProcess> {
         let mut child = Command::new(binary)
-            .args(["--listen", "127.0.0.1:0"])
+            // Loopback only, and only for the duration of the command.
+            .args(["--listen", "127.0.0.1:0", "--insecure-loopback"])
             .args(args)
             .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
             .stdout(Stdio::piped())

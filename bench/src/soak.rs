@@ -63,6 +63,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let limits = ["--cpu-seconds", "1", "--memory-mib", "64"].map(String::from);
     let sidecar = SidecarProcess::start(&binary, &limits)?;
     let client = SidecarClient::connect(&sidecar.url).await.with_context(|| format!("cannot reach {}", sidecar.url))?;
+    client.wait_ready(Duration::from_secs(120)).await?;
     let duration = Duration::try_from_secs_f64(args.minutes * 60.0).context("--minutes must be a positive number")?;
 
     // One round of every script first: the pool and caches are warm before the baseline.

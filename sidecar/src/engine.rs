@@ -136,9 +136,6 @@ fn guests(config: &SidecarConfig) -> impl Iterator<Item = (String, &[u8])> {
         .chain(config.extra_runtimes.iter().map(|(name, wasm)| (name.clone(), wasm.as_slice())))
 }
 
-/// Bytes of each linear memory kept mapped (and reset in place) when a pool
-/// slot is reused: about what a small Python run touches.
-const KEEP_RESIDENT_MEMORY: usize = 8 << 20;
 /// Bytes of each table kept mapped when a pool slot is reused.
 const KEEP_RESIDENT_TABLE: usize = 64 << 10;
 
@@ -155,7 +152,7 @@ fn wasmtime_config(config: &SidecarConfig) -> Config {
         // A slot's pages stay mapped between runs and only the pages a run
         // dirtied are reset (found with PAGEMAP_SCAN where the kernel has it):
         // a fresh instance no longer page-faults on every page it first touches.
-        .linear_memory_keep_resident(KEEP_RESIDENT_MEMORY)
+        .linear_memory_keep_resident(config.pool_keep_resident_bytes)
         .table_keep_resident(KEEP_RESIDENT_TABLE)
         .pagemap_scan(Enabled::Auto);
 

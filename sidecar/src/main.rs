@@ -91,6 +91,10 @@ struct Args {
     /// Guest memory of all runs together, in MiB.
     #[arg(long, default_value_t = defaults().total_memory_bytes >> 20)]
     total_memory_mib: u64,
+    /// KiB of each pool slot's memory kept resident between runs (faster
+    /// fresh instances; 0 gives it back to the kernel after every run).
+    #[arg(long, default_value_t = defaults().pool_keep_resident_bytes >> 10)]
+    pool_keep_resident_kib: usize,
     /// stdout + stderr bytes kept per run.
     #[arg(long, default_value_t = defaults().limits.output_bytes)]
     output_bytes: u64,
@@ -202,6 +206,7 @@ fn main() -> anyhow::Result<()> {
         max_waiting_runs: args.max_waiting_runs,
         max_queued_runs: args.max_queued_runs,
         total_memory_bytes: args.total_memory_mib << 20,
+        pool_keep_resident_bytes: args.pool_keep_resident_kib << 10,
         cache_dir: args.cache_dir.clone(),
         access: access(&args)?,
         keepalive_interval: Duration::try_from_secs_f64(args.keepalive_interval_seconds)
