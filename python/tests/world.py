@@ -4,7 +4,7 @@ three tools the demo script (`examples/contracts.py`) calls."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Any, Callable, Dict, List
 
 import tether
 
@@ -33,13 +33,13 @@ class World:
 
     outbox: List[Dict[str, str]] = field(default_factory=list)
 
-    def tools(self) -> List[tether.Tool]:
-        @tether.tool(read_only=True)
+    def functions(self) -> List[Callable[..., Any]]:
+        """The three tools as plain functions, for any framework to wrap."""
+
         def list_issues(opened_after: str) -> List[Dict[str, str]]:
             """List issues opened on or after a day: id, title, customer_id, opened."""
             return [i for i in ISSUES if i["opened"] >= opened_after]
 
-        @tether.tool(read_only=True)
         async def get_contract(customer_id: str) -> Dict[str, str]:
             """Look up a customer's contract: customer, end_date, owner_email."""
             if customer_id not in CONTRACTS:
@@ -47,13 +47,26 @@ class World:
             name, end, owner = CONTRACTS[customer_id]
             return {"customer_id": customer_id, "customer": name, "end_date": end, "owner_email": owner}
 
-        @tether.tool(requires_approval=True)
         async def send_email(to: str, subject: str, body: str) -> Dict[str, str]:
             """Send an email. Has effects; needs approval."""
             self.outbox.append({"to": to, "subject": subject, "body": body})
             return {"message_id": f"msg-{len(self.outbox)}"}
 
         return [list_issues, get_contract, send_email]
+
+    def tools(self) -> List[tether.Tool]:
+        """The three tools with the demo's metadata."""
+        list_issues, get_contract, send_email = self.functions()
+        return [
+            tether.make_tool(list_issues, read_only=True),
+            tether.make_tool(get_contract, read_only=True),
+            tether.make_tool(send_email, requires_approval=True),
+        ]
+
+
+#: The demo tools' turn metadata, by name (for the adapters).
+TOOL_META = {"list_issues": {"read_only": True}, "get_contract": {"read_only": True},
+             "send_email": {"requires_approval": True}}
 
 
 def expected() -> Dict[str, List[str]]:

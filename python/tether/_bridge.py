@@ -9,7 +9,7 @@ approval wait, cancellation), it schedules :meth:`Invocation.cancel`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional, Tuple
 
 
 class Invocation:
@@ -17,7 +17,7 @@ class Invocation:
 
     __slots__ = ("_function", "_arg", "_done", "_task", "_cancelled")
 
-    def __init__(self, function: Callable[[Any], Awaitable[Any]], arg: Any, done: Callable[[tuple], None]) -> None:
+    def __init__(self, function: Callable[[Any], Awaitable[Any]], arg: Any, done: Callable[[Tuple[Any, ...]], None]) -> None:
         self._function = function
         self._arg = arg
         self._done = done

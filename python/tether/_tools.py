@@ -64,7 +64,7 @@ def schema_from_signature(function: Callable[..., Any]) -> Tuple[Dict[str, Any],
     fields: Dict[str, Any] = {
         p.name: (hints.get(p.name, Any), ... if p.default is p.empty else p.default) for p in params
     }
-    model = pydantic.create_model(  # type: ignore[call-overload]
+    model = pydantic.create_model(
         f"{function.__name__}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
     )
     schema = model.model_json_schema()
@@ -149,7 +149,7 @@ class Tool:
             }
         )
 
-    async def _invoke(self, args_json: str) -> tuple:
+    async def _invoke(self, args_json: str) -> Tuple[Any, ...]:
         """Runs one call: ``("ok", result JSON)``, ``("tool_error", code,
         message)``, ``("raised", type, message)`` or ``("invalid_result",
         problem)``. Cancellation propagates."""

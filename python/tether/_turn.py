@@ -20,6 +20,7 @@ from typing import (
     List,
     Optional,
     Set,
+    Tuple,
     Union,
 )
 
@@ -44,7 +45,7 @@ class _ApproverBridge:
     def __init__(self, approver: Approver) -> None:
         self._approver = approver
 
-    async def decide(self, request_json: str) -> tuple:
+    async def decide(self, request_json: str) -> Tuple[bool, str, Optional[str]]:
         request = _from(ApprovalRequest, json.loads(request_json))
         answer = self._approver(request)
         if inspect.isawaitable(answer):
