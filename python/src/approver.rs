@@ -5,7 +5,6 @@
 
 use crate::invoke::{Invoked, invoke};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
 use serde_json::json;
 use tether_backend::turn::{ApprovalDecision, ApprovalRequest, Approver};
 
@@ -46,19 +45,19 @@ pub(crate) fn request_json(request: &ApprovalRequest) -> String {
 #[async_trait::async_trait]
 impl Approver for PyApprover {
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
-        let arg = Python::attach(|py| PyString::new(py, &request_json(request)).into_any().unbind());
         let fault = |why: String| {
             tracing::warn!(tool = %request.tool, call_id = %request.call_id, "{why}");
             ApprovalDecision::deny(DECIDED_BY_FAULT, Some(why))
         };
-        match invoke(&self.decide, arg).await {
-            Ok(Invoked::Returned(answer)) => Python::attach(|py| {
-                match answer.bind(py).extract::<(bool, String, Option<String>)>() {
-                    Ok((true, by, _)) => ApprovalDecision::approve(by),
-                    Ok((false, by, reason)) => ApprovalDecision::deny(by, reason),
-                    Err(error) => fault(format!("the approver's answer could not be read: {error}")),
+        match invoke(&self.decide, request_json(request)).await {
+            Ok(Invoked::Returned(answer)) => {
+                match crate::gil::enter(|py| answer.bind(py).extract::<(bool, String, Option<String>)>()) {
+                    Some(Ok((true, by, _))) => ApprovalDecision::approve(by),
+                    Some(Ok((false, by, reason))) => ApprovalDecision::deny(by, reason),
+                    Some(Err(error)) => fault(format!("the approver's answer could not be read: {error}")),
+                    None => fault("the Python interpreter shut down".into()),
                 }
-            }),
+            }
             Ok(Invoked::Raised { kind, message }) => fault(format!("the approver raised `{kind}`: {message}")),
             Ok(Invoked::Cancelled) => fault("the approver's task was cancelled".into()),
             Err(error) => fault(format!("the approver could not run: {error}")),

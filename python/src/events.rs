@@ -39,7 +39,7 @@ pub(crate) fn forward(deliver: Py<PyAny>) -> (ChannelSink, JoinHandle<()>) {
             let events = std::mem::take(&mut batch);
             let deliver = deliver.clone();
             // Taking the GIL may wait: off the async workers.
-            let delivered = tokio::task::spawn_blocking(move || Python::attach(|py| deliver_all(py, &deliver, events)));
+            let delivered = tokio::task::spawn_blocking(move || crate::gil::enter(|py| deliver_all(py, &deliver, events)));
             if delivered.await.is_err() {
                 tracing::warn!("delivering call events to Python failed");
             }

@@ -39,6 +39,9 @@ pub(crate) enum InvokeError {
     /// The loop refused the work (closed, or the bridge failed).
     #[error("the caller's event loop cannot run it: {0}")]
     Loop(String),
+    /// The interpreter is shutting down.
+    #[error("the Python interpreter is shutting down")]
+    ShuttingDown,
 }
 
 /// Receives the outcome on the loop thread and hands it to the waiting Rust
@@ -79,8 +82,8 @@ impl Drop for CancelOnDrop {
         if !self.armed {
             return;
         }
-        // `try_attach`: nothing to cancel once the interpreter is shutting down.
-        Python::try_attach(|py| {
+        // Nothing to cancel once the interpreter is shutting down.
+        crate::gil::enter(|py| {
             let cancel = self.invocation.bind(py).getattr("cancel").and_then(|cancel| {
                 self.event_loop.bind(py).call_method1("call_soon_threadsafe", (cancel,))
             });
@@ -100,15 +103,15 @@ impl Drop for CancelOnDrop {
 ///
 /// # Cancel safety
 /// Dropping the future cancels the Python task.
-pub(crate) async fn invoke(function: &Py<PyAny>, arg: Py<PyAny>) -> Result<Invoked, InvokeError> {
+pub(crate) async fn invoke(function: &Py<PyAny>, arg: String) -> Result<Invoked, InvokeError> {
     let locals = crate::caller::current().ok_or(InvokeError::NoCaller)?;
     invoke_on(&locals, function, arg).await
 }
 
 /// [`invoke`] on the loop of `locals`.
-pub(crate) async fn invoke_on(locals: &TaskLocals, function: &Py<PyAny>, arg: Py<PyAny>) -> Result<Invoked, InvokeError> {
+pub(crate) async fn invoke_on(locals: &TaskLocals, function: &Py<PyAny>, arg: String) -> Result<Invoked, InvokeError> {
     let (sender, receiver) = oneshot::channel();
-    let mut guard = Python::attach(|py| -> PyResult<CancelOnDrop> {
+    let mut guard = crate::gil::enter(|py| -> PyResult<CancelOnDrop> {
         let done = Py::new(py, Done { sender: Mutex::new(Some(sender)) })?;
         let bridge = py.import("tether._bridge")?;
         let invocation = bridge.getattr("Invocation")?.call1((function.clone_ref(py), arg, done))?;
@@ -118,6 +121,7 @@ pub(crate) async fn invoke_on(locals: &TaskLocals, function: &Py<PyAny>, arg: Py
         event_loop.call_method("call_soon_threadsafe", (invocation.getattr("start")?,), Some(&kwargs))?;
         Ok(CancelOnDrop { event_loop: event_loop.unbind(), invocation: invocation.unbind(), armed: true })
     })
+    .ok_or(InvokeError::ShuttingDown)?
     .map_err(|error| InvokeError::Loop(error.to_string()))?;
     let outcome = receiver.await.unwrap_or(Invoked::Cancelled);
     guard.armed = false;

@@ -8,19 +8,23 @@
 //! - `tool`: Python tools — their spec and metadata, and their executor
 //! - `approver`: a Python approver
 //! - `events`: call events delivered to Python in order
-//! - `invoke` / `caller`: running Python coroutines on the caller's loop,
-//!   cancelled when the turn drops them
+//! - `awaitable` / `invoke` / `caller`: Rust futures as asyncio awaitables,
+//!   and Python coroutines run on the caller's loop, each cancelled with
+//!   the other side
+//! - `gil`: entering Python from Rust threads, and a clean interpreter exit
 //! - `sidecar`: where scripts run (an address, or the embedded sidecar)
 //! - `convert`: the turn's records as JSON for Python
 //! - `codes`: every failure code, from `tether_codes`
 //! - `error`: the exceptions
 
 mod approver;
+mod awaitable;
 mod caller;
 mod codes;
 mod convert;
 mod error;
 mod events;
+mod gil;
 mod invoke;
 mod sidecar;
 mod tool;
@@ -31,9 +35,7 @@ use pyo3::prelude::*;
 /// The address of the process's embedded sidecar, starting it if needed.
 #[pyfunction]
 fn embedded_sidecar(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    pyo3_async_runtimes::tokio::future_into_py(py, async {
-        Ok(sidecar::embedded().await.map_err(error::sidecar)?.url())
-    })
+    awaitable::awaitable(py, async { Ok(sidecar::embedded().await.map_err(error::sidecar)?.url()) })
 }
 
 /// Runs the embedded sidecar has in progress, or `None` if it was not started.
@@ -56,5 +58,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(turn::read_audit_log, m)?)?;
     m.add_function(wrap_pyfunction!(embedded_sidecar, m)?)?;
     m.add_function(wrap_pyfunction!(embedded_live_runs, m)?)?;
+    m.add_function(wrap_pyfunction!(gil::quiesce, m)?)?;
     Ok(())
 }

@@ -6,7 +6,7 @@
 
 use crate::invoke::{Invoked, invoke};
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::PyTuple;
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -151,9 +151,9 @@ impl PyToolExecutor {
 #[async_trait::async_trait]
 impl ToolExecutor for PyToolExecutor {
     async fn execute(&self, _context: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let arg = Python::attach(|py| PyString::new(py, &args.to_string()).into_any().unbind());
-        match invoke(&self.invoke, arg).await {
-            Ok(Invoked::Returned(returned)) => Python::attach(|py| self.outcome(returned.bind(py))),
+        match invoke(&self.invoke, args.to_string()).await {
+            Ok(Invoked::Returned(returned)) => crate::gil::enter(|py| self.outcome(returned.bind(py)))
+                .unwrap_or_else(|| Err(self.invalid("the Python interpreter shut down".into()))),
             Ok(Invoked::Raised { kind, message }) => Err(self.reported(format!("it raised `{kind}`: {message}"))),
             Ok(Invoked::Cancelled) => Err(ToolError::around(&Reason::ProviderLost {
                 tool: self.name.clone(),

@@ -7,7 +7,7 @@
 //! script's stream, so the script ends).
 
 use crate::approver::PyApprover;
-use crate::caller;
+use crate::awaitable::awaitable;
 use crate::error;
 use crate::events;
 use crate::sidecar;
@@ -137,17 +137,6 @@ impl Drop for NativeTurn {
             task.abort();
         }
     }
-}
-
-/// Runs `future` for the awaiting Python task: on the package's runtime,
-/// with that task's loop as the caller's loop, cancelled with the task.
-fn awaitable<'py, F, T>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
-where
-    F: Future<Output = PyResult<T>> + Send + 'static,
-    T: for<'a> IntoPyObject<'a> + Send + 'static,
-{
-    let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-    pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals.clone(), caller::scope(locals, future))
 }
 
 fn json_text(value: &Value) -> String {

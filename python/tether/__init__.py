@@ -14,7 +14,9 @@ your agent's turn — the same turn as the Rust library's, bound with PyO3.
 See ``python/README.md``.
 """
 
-from . import codes
+import atexit as _atexit
+
+from . import _native, codes
 from ._native import AuditStoreError, ConfigError, SidecarUnavailable, TetherError, __version__
 from ._records import ApprovalRequest, AuditRow, CallError, CallResult, Decision, LedgerRow, ToolEvent
 from ._tools import Tool, ToolError, make_tool, tool
@@ -44,3 +46,6 @@ __all__ = [
     "read_audit_log",
     "tool",
 ]
+
+# Rust threads leave Python before the interpreter finalizes (src/gil.rs).
+_atexit.register(_native.quiesce)

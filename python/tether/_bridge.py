@@ -51,3 +51,14 @@ class Invocation:
             self._done(("returned", task.result(), None))
         else:
             self._done(("raised", type(error).__qualname__, str(error)))
+
+
+def resolve(future: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
+    """Sets a Rust call's outcome on its asyncio future (on the loop thread),
+    unless the awaiting task gave up on it (``src/awaitable.rs``)."""
+    if future.done():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
