@@ -23,10 +23,10 @@ struct OnDone {
 #[pymethods]
 impl OnDone {
     fn __call__(&self, future: &Bound<'_, PyAny>) -> PyResult<()> {
-        if future.call_method0("cancelled")?.is_truthy()? {
-            if let Some(sender) = self.cancelled.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                let _ = sender.send(());
-            }
+        if future.call_method0("cancelled")?.is_truthy()?
+            && let Some(sender) = self.cancelled.lock().unwrap_or_else(|p| p.into_inner()).take()
+        {
+            let _ = sender.send(());
         }
         Ok(())
     }
