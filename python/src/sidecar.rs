@@ -3,7 +3,7 @@
 //! (the sidecar crate's [`EmbeddedSidecar`], the one `tether demo` starts)
 //! and kept for the process's lifetime.
 
-use tether_backend::{ClientAuth, ClientError, SidecarClient};
+use tether_backend::{ClientAuth, ClientError, ConnectOptions, SidecarClient};
 use tether_sidecar::{EmbeddedError, EmbeddedSidecar, SidecarConfig};
 use tokio::sync::OnceCell;
 
@@ -49,6 +49,6 @@ pub(crate) fn embedded_if_started() -> Option<&'static EmbeddedSidecar> {
 /// [`WhereError`] when the sidecar cannot be started or reached.
 pub(crate) async fn connect(address: &str, token: Option<String>) -> Result<SidecarClient, WhereError> {
     let address = if address == EMBEDDED { embedded().await?.url() } else { address.to_owned() };
-    let auth = ClientAuth { token, tls: None };
-    SidecarClient::connect_with(&address, &auth).await.map_err(|error| WhereError::Connect { address, error })
+    let options = ConnectOptions { auth: ClientAuth { token, tls: None }, ..ConnectOptions::default() };
+    SidecarClient::connect_with(&address, &options).await.map_err(|error| WhereError::Connect { address, error })
 }
