@@ -8,21 +8,22 @@ run by the turn's `run_script` on a sidecar embedded in this process.
 import asyncio
 import json
 import sys
+from typing import Dict, List
 
 import tether
 
 CONTRACTS = {"c1": "2026-06-30", "c2": "2027-03-31", "c3": "2026-11-15"}
-OUTBOX = []
+OUTBOX: List[Dict[str, str]] = []
 
 
 @tether.tool(read_only=True)
-def list_customers() -> list:
+def list_customers() -> List[str]:
     """Every customer id."""
     return sorted(CONTRACTS)
 
 
 @tether.tool(read_only=True)
-async def get_contract(customer_id: str) -> dict:
+async def get_contract(customer_id: str) -> Dict[str, str]:
     """A customer's contract end date."""
     if customer_id not in CONTRACTS:
         raise tether.ToolError("not_found", f"no contract for `{customer_id}`")
@@ -30,7 +31,7 @@ async def get_contract(customer_id: str) -> dict:
 
 
 @tether.tool(requires_approval=True)
-async def send_email(to: str, subject: str) -> dict:
+async def send_email(to: str, subject: str) -> Dict[str, int]:
     """Send an email (has effects: needs approval)."""
     OUTBOX.append({"to": to, "subject": subject})
     return {"sent": len(OUTBOX)}

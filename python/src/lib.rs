@@ -15,10 +15,12 @@
 //! - `sidecar`: where scripts run (an address, or the embedded sidecar)
 //! - `convert`: the turn's records as JSON for Python
 //! - `codes`: every failure code, from `tether_codes`
+//! - `bench`: the Rust half of `python/bench/call_overhead.py`
 //! - `error`: the exceptions
 
 mod approver;
 mod awaitable;
+mod bench;
 mod caller;
 mod codes;
 mod convert;
@@ -59,5 +61,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(embedded_sidecar, m)?)?;
     m.add_function(wrap_pyfunction!(embedded_live_runs, m)?)?;
     m.add_function(wrap_pyfunction!(gil::quiesce, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::measure_rust_calls, m)?)?;
     Ok(())
 }

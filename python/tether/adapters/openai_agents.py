@@ -25,8 +25,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, List, Mapping, Optional, Sequence, Union
 
-from agents import FunctionTool, function_tool
-from agents.tool_context import ToolContext
+try:
+    from agents import FunctionTool, function_tool
+    from agents.tool_context import ToolContext
+except ImportError as error:  # pragma: no cover - only without the framework
+    raise ImportError(f"this adapter needs `openai-agents`: pip install 'tether-agent[openai-agents]' ({error})") from error
 
 import tether
 

@@ -23,7 +23,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Mapping, Optional, Sequence, Union
 
-from pydantic_ai import FunctionToolset, RunContext, Tool
+try:
+    from pydantic_ai import FunctionToolset, RunContext, Tool
+except ImportError as error:  # pragma: no cover - only without the framework
+    raise ImportError(f"this adapter needs `pydantic-ai-slim[openai]`: pip install 'tether-agent[pydantic-ai]' ({error})") from error
 
 import tether
 
