@@ -53,9 +53,9 @@ async def main(calls: int, rounds: int) -> None:
         python = await median_us(lambda: python_calls(turn, "noop", calls), calls, rounds)
         python_async = await median_us(lambda: python_calls(turn, "noop_async", calls), calls, rounds)
     print(f"no-op call through the turn, median of {rounds} rounds of {calls} calls:")
-    print(f"  rust   (Rust caller, Rust tool):       {rust:8.1} µs per call")
-    print(f"  python (Python caller, `def` tool):     {python:8.1} µs per call  (+{python - rust:.1} µs)")
-    print(f"  python (Python caller, `async def`):    {python_async:8.1} µs per call  (+{python_async - rust:.1} µs)")
+    print(f"  rust   (Rust caller, Rust tool):       {rust:8.1f} µs per call")
+    print(f"  python (Python caller, `def` tool):     {python:8.1f} µs per call  (+{python - rust:.1f} µs)")
+    print(f"  python (Python caller, `async def`):    {python_async:8.1f} µs per call  (+{python_async - rust:.1f} µs)")
 
 
 if __name__ == "__main__":

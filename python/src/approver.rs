@@ -42,6 +42,13 @@ pub(crate) fn request_json(request: &ApprovalRequest) -> String {
     .to_string()
 }
 
+/// `(approved, decided_by, reason)`, read on the loop thread.
+type Answer = Result<(bool, String, Option<String>), String>;
+
+fn read_answer(answer: &Bound<'_, PyAny>) -> Answer {
+    answer.extract().map_err(|error: PyErr| error.to_string())
+}
+
 #[async_trait::async_trait]
 impl Approver for PyApprover {
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
@@ -49,15 +56,10 @@ impl Approver for PyApprover {
             tracing::warn!(tool = %request.tool, call_id = %request.call_id, "{why}");
             ApprovalDecision::deny(DECIDED_BY_FAULT, Some(why))
         };
-        match invoke(&self.decide, request_json(request)).await {
-            Ok(Invoked::Returned(answer)) => {
-                match crate::gil::enter(|py| answer.bind(py).extract::<(bool, String, Option<String>)>()) {
-                    Some(Ok((true, by, _))) => ApprovalDecision::approve(by),
-                    Some(Ok((false, by, reason))) => ApprovalDecision::deny(by, reason),
-                    Some(Err(error)) => fault(format!("the approver's answer could not be read: {error}")),
-                    None => fault("the Python interpreter shut down".into()),
-                }
-            }
+        match invoke(&self.decide, request_json(request), read_answer).await {
+            Ok(Invoked::Returned(Ok((true, by, _)))) => ApprovalDecision::approve(by),
+            Ok(Invoked::Returned(Ok((false, by, reason)))) => ApprovalDecision::deny(by, reason),
+            Ok(Invoked::Returned(Err(error))) => fault(format!("the approver's answer could not be read: {error}")),
             Ok(Invoked::Raised { kind, message }) => fault(format!("the approver raised `{kind}`: {message}")),
             Ok(Invoked::Cancelled) => fault("the approver's task was cancelled".into()),
             Err(error) => fault(format!("the approver could not run: {error}")),

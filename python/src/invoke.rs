@@ -13,11 +13,13 @@ use pyo3_async_runtimes::TaskLocals;
 use std::sync::Mutex;
 use tokio::sync::oneshot;
 
-/// What the Python coroutine came to.
+/// What the Python coroutine came to; `T` is what the caller read of the
+/// returned value, on the loop thread, while it held the GIL anyway (so the
+/// waiting Rust task need not take it again).
 #[derive(Debug)]
-pub(crate) enum Invoked {
-    /// It returned this value.
-    Returned(Py<PyAny>),
+pub(crate) enum Invoked<T> {
+    /// It returned; this is what the caller's reader made of the value.
+    Returned(T),
     /// It raised: the exception's type name and its message.
     Raised {
         /// The exception's qualified type name, e.g. `ValueError`.
@@ -44,11 +46,13 @@ pub(crate) enum InvokeError {
     ShuttingDown,
 }
 
-/// Receives the outcome on the loop thread and hands it to the waiting Rust
-/// future.
+/// Reads the outcome and hands it to the waiting Rust future (once).
+type Deliver = Box<dyn FnOnce(&Bound<'_, PyTuple>) -> PyResult<()> + Send>;
+
+/// Receives the outcome on the loop thread.
 #[pyclass(module = "tether._native")]
 struct Done {
-    sender: Mutex<Option<oneshot::Sender<Invoked>>>,
+    deliver: Mutex<Option<Deliver>>,
 }
 
 #[pymethods]
@@ -56,18 +60,21 @@ impl Done {
     /// `(kind, a, b)`: `("returned", value, None)`, `("raised", type, message)`
     /// or `("cancelled", None, None)`.
     fn __call__(&self, outcome: &Bound<'_, PyTuple>) -> PyResult<()> {
-        let kind: String = outcome.get_item(0)?.extract()?;
-        let invoked = match kind.as_str() {
-            "returned" => Invoked::Returned(outcome.get_item(1)?.unbind()),
-            "raised" => Invoked::Raised { kind: outcome.get_item(1)?.extract()?, message: outcome.get_item(2)?.extract()? },
-            _ => Invoked::Cancelled,
-        };
-        if let Some(sender) = self.sender.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            // The receiver is gone when the call was dropped: nothing waits.
-            let _ = sender.send(invoked);
+        match self.deliver.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(deliver) => deliver(outcome),
+            None => Ok(()),
         }
-        Ok(())
     }
+}
+
+/// What `outcome` says, `read` applied to a returned value.
+fn outcome<T>(outcome: &Bound<'_, PyTuple>, read: fn(&Bound<'_, PyAny>) -> T) -> PyResult<Invoked<T>> {
+    let kind: String = outcome.get_item(0)?.extract()?;
+    Ok(match kind.as_str() {
+        "returned" => Invoked::Returned(read(&outcome.get_item(1)?)),
+        "raised" => Invoked::Raised { kind: outcome.get_item(1)?.extract()?, message: outcome.get_item(2)?.extract()? },
+        _ => Invoked::Cancelled,
+    })
 }
 
 /// Cancels the Python task unless disarmed: held while the Rust side waits.
@@ -103,16 +110,30 @@ impl Drop for CancelOnDrop {
 ///
 /// # Cancel safety
 /// Dropping the future cancels the Python task.
-pub(crate) async fn invoke(function: &Py<PyAny>, arg: String) -> Result<Invoked, InvokeError> {
+pub(crate) async fn invoke<T: Send + 'static>(
+    function: &Py<PyAny>,
+    arg: String,
+    read: fn(&Bound<'_, PyAny>) -> T,
+) -> Result<Invoked<T>, InvokeError> {
     let locals = crate::caller::current().ok_or(InvokeError::NoCaller)?;
-    invoke_on(&locals, function, arg).await
+    invoke_on(&locals, function, arg, read).await
 }
 
 /// [`invoke`] on the loop of `locals`.
-pub(crate) async fn invoke_on(locals: &TaskLocals, function: &Py<PyAny>, arg: String) -> Result<Invoked, InvokeError> {
+pub(crate) async fn invoke_on<T: Send + 'static>(
+    locals: &TaskLocals,
+    function: &Py<PyAny>,
+    arg: String,
+    read: fn(&Bound<'_, PyAny>) -> T,
+) -> Result<Invoked<T>, InvokeError> {
     let (sender, receiver) = oneshot::channel();
+    let deliver: Deliver = Box::new(move |tuple| {
+        // The receiver is gone when the call was dropped: nothing waits.
+        let _ = sender.send(outcome(tuple, read)?);
+        Ok(())
+    });
     let mut guard = crate::gil::enter(|py| -> PyResult<CancelOnDrop> {
-        let done = Py::new(py, Done { sender: Mutex::new(Some(sender)) })?;
+        let done = Py::new(py, Done { deliver: Mutex::new(Some(deliver)) })?;
         let bridge = py.import("tether._bridge")?;
         let invocation = bridge.getattr("Invocation")?.call1((function.clone_ref(py), arg, done))?;
         let event_loop = locals.event_loop(py);

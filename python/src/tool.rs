@@ -103,6 +103,18 @@ pub(crate) fn spec_from_json(json: &str) -> Result<ToolSpec, SpecError> {
     Ok(out)
 }
 
+/// `_invoke`'s tagged tuple, read on the loop thread.
+type Tagged = (String, String, Option<String>);
+
+fn read_tagged(returned: &Bound<'_, PyAny>) -> Option<Tagged> {
+    let read = || -> PyResult<Tagged> {
+        let tuple = returned.cast::<PyTuple>()?;
+        let third = if tuple.len() > 2 { tuple.get_item(2)?.extract()? } else { None };
+        Ok((tuple.get_item(0)?.extract()?, tuple.get_item(1)?.extract()?, third))
+    };
+    read().ok()
+}
+
 /// Runs a Python tool: `invoke` is `Tool._invoke`, an `async def` that takes
 /// the arguments as JSON text and returns a tagged tuple (see `_tools.py`).
 pub(crate) struct PyToolExecutor {
@@ -123,14 +135,8 @@ impl PyToolExecutor {
     /// The tool's outcome from the tagged tuple `_invoke` returned:
     /// `("ok", json)`, `("tool_error", code, message)`,
     /// `("raised", type, message)` or `("invalid_result", problem)`.
-    fn outcome(&self, returned: &Bound<'_, PyAny>) -> Result<ToolOutput, ToolError> {
-        let read = || -> PyResult<(String, String, Option<String>)> {
-            let tuple = returned.cast::<PyTuple>()?;
-            let second = tuple.get_item(1)?.extract()?;
-            let third = if tuple.len() > 2 { tuple.get_item(2)?.extract()? } else { None };
-            Ok((tuple.get_item(0)?.extract()?, second, third))
-        };
-        let Ok((tag, first, second)) = read() else {
+    fn outcome(&self, tagged: Option<Tagged>) -> Result<ToolOutput, ToolError> {
+        let Some((tag, first, second)) = tagged else {
             return Err(self.invalid("the tool wrapper returned something unexpected".into()));
         };
         match tag.as_str() {
@@ -151,9 +157,8 @@ impl PyToolExecutor {
 #[async_trait::async_trait]
 impl ToolExecutor for PyToolExecutor {
     async fn execute(&self, _context: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        match invoke(&self.invoke, args.to_string()).await {
-            Ok(Invoked::Returned(returned)) => crate::gil::enter(|py| self.outcome(returned.bind(py)))
-                .unwrap_or_else(|| Err(self.invalid("the Python interpreter shut down".into()))),
+        match invoke(&self.invoke, args.to_string(), read_tagged).await {
+            Ok(Invoked::Returned(tagged)) => self.outcome(tagged),
             Ok(Invoked::Raised { kind, message }) => Err(self.reported(format!("it raised `{kind}`: {message}"))),
             Ok(Invoked::Cancelled) => Err(ToolError::around(&Reason::ProviderLost {
                 tool: self.name.clone(),
