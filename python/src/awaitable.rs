@@ -33,7 +33,8 @@ impl OnDone {
 }
 
 /// An asyncio future on the caller's loop that resolves to what `future`
-/// returns (or raises its error).
+/// returns (or raises its error). The task running `future` is owned by
+/// that asyncio future: cancelling it ends the task, dropping `future`.
 ///
 /// # Errors
 /// If there is no running loop in this thread.

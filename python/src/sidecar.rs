@@ -15,6 +15,9 @@ static SIDECAR: OnceCell<EmbeddedSidecar> = OnceCell::const_new();
 /// Why no sidecar could be reached.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum WhereError {
+    /// The address is none of the forms a sidecar is reached by.
+    #[error("`{0}` is not a sidecar address; use \"embedded\", \"unix:/path/to/socket\" or \"http://host:port\"")]
+    Address(String),
     /// The embedded sidecar could not start.
     #[error("the embedded sidecar could not start: {0}")]
     Embedded(#[from] EmbeddedError),
@@ -48,7 +51,11 @@ pub(crate) fn embedded_if_started() -> Option<&'static EmbeddedSidecar> {
 /// # Errors
 /// [`WhereError`] when the sidecar cannot be started or reached.
 pub(crate) async fn connect(address: &str, token: Option<String>) -> Result<SidecarClient, WhereError> {
-    let address = if address == EMBEDDED { embedded().await?.url() } else { address.to_owned() };
+    let address = match address {
+        EMBEDDED => embedded().await?.url(),
+        _ if ["unix:", "http://", "https://"].iter().any(|form| address.starts_with(form)) => address.to_owned(),
+        _ => return Err(WhereError::Address(address.to_owned())),
+    };
     let options = ConnectOptions { auth: ClientAuth { token, tls: None }, ..ConnectOptions::default() };
     SidecarClient::connect_with(&address, &options).await.map_err(|error| WhereError::Connect { address, error })
 }

@@ -54,3 +54,12 @@ async def test_the_demo_script_runs_with_every_call_approved_and_audited(sidecar
     assert [(e.tool, e.state, e.outcome, e.approval_required) for e in ledger] == [
         ("send_email", "settled", "ok", True)
     ] * len(emails)
+
+
+async def test_a_sidecar_that_cannot_be_reached_or_named_says_what_to_do() -> None:
+    import pytest
+
+    with pytest.raises(tether.SidecarUnavailable, match="cannot reach the sidecar at `unix:/nonexistent/x.sock`.*start one"):
+        await tether.Turn.open([], sidecar="unix:/nonexistent/x.sock")
+    with pytest.raises(tether.SidecarUnavailable, match='`localhost:1` is not a sidecar address; use "embedded"'):
+        await tether.Turn.open([], sidecar="localhost:1")
