@@ -67,5 +67,6 @@ pub(crate) async fn run(samples: usize, calls: usize) -> anyhow::Result<()> {
         ms(gathered),
         sequential.as_secs_f64() / gathered.as_secs_f64()
     );
-    sidecar.stop().await
+    sidecar.stop().await?;
+    Ok(())
 }

@@ -3,6 +3,7 @@
 //!
 //! Where things are:
 //! - `server`: the sidecar as a whole, served over TCP or a Unix socket
+//! - `embedded`: a sidecar served inside the backend's own process, on loopback
 //! - `lifecycle`: loading → ready → draining → stopped; owns the run tasks
 //! - `loader`: the engine, built at once or on a background thread
 //! - `signals`: SIGTERM and SIGINT, which drain the sidecar
@@ -27,6 +28,7 @@ mod auth;
 mod calls;
 mod config;
 mod cpu;
+mod embedded;
 mod engine;
 mod harden;
 mod error;
@@ -48,6 +50,7 @@ mod stream;
 mod unix_authority;
 
 pub use auth::{Access, AccessError, BearerToken, MutualTls, PeerPolicy, TcpAccess};
+pub use embedded::{EmbeddedError, EmbeddedSidecar};
 pub use config::{DEFAULT_DRAIN_DEADLINE, Limits, MAX_SENT_MESSAGE_BYTES, SidecarConfig};
 pub use engine::{EPOCH_TICK, EngineError, prepare_cache};
 pub use harden::{HardenError, HardenReport, Hardening, RunAs};

@@ -1,0 +1,26 @@
+//! The exceptions the package raises (`tether.TetherError` and its kinds),
+//! and the one mapping from Rust errors to them.
+
+use pyo3::PyErr;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+
+create_exception!(_native, TetherError, PyException, "Every error Tether raises (a refused or failed call is a result, never this).");
+create_exception!(_native, ConfigError, TetherError, "The turn cannot be built as described (a tool, a limit, a schema).");
+create_exception!(_native, SidecarUnavailable, TetherError, "No sidecar could be started or reached to run scripts.");
+create_exception!(_native, AuditStoreError, TetherError, "The audit store cannot be opened or read.");
+
+/// A Rust error as the exception of its kind.
+pub(crate) fn config(error: impl std::fmt::Display) -> PyErr {
+    ConfigError::new_err(error.to_string())
+}
+
+/// A sidecar error as [`SidecarUnavailable`].
+pub(crate) fn sidecar(error: impl std::fmt::Display) -> PyErr {
+    SidecarUnavailable::new_err(error.to_string())
+}
+
+/// A store error as [`AuditStoreError`].
+pub(crate) fn store(error: impl std::fmt::Display) -> PyErr {
+    AuditStoreError::new_err(error.to_string())
+}

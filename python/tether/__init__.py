@@ -1,0 +1,51 @@
+"""Tether from Python: run the scripts an LLM writes in a network-less
+sandbox, with every tool call they make checked, approved and audited by
+your agent's turn — the same turn as the Rust library's, bound with PyO3.
+
+    import asyncio, tether
+
+    @tether.tool(read_only=True)
+    def get_contract(customer_id: str) -> dict: ...
+
+    async def main():
+        async with tether.Turn.open([get_contract], audit="sqlite:audit.db") as turn:
+            result = await turn.execute("call_1", "run_script", {"code": "get_contract(customer_id='c1')"})
+
+See ``python/README.md``.
+"""
+
+import atexit as _atexit
+
+from . import _native, codes
+from ._native import AuditStoreError, ConfigError, SidecarUnavailable, TetherError, __version__
+from ._records import ApprovalRequest, AuditRow, CallError, CallResult, Decision, LedgerRow, ToolEvent
+from ._tools import Tool, ToolError, make_tool, tool
+from ._turn import EMBEDDED, ScriptTool, Turn, embedded_sidecar, read_audit_log
+
+__all__ = [
+    "EMBEDDED",
+    "ApprovalRequest",
+    "AuditRow",
+    "AuditStoreError",
+    "CallError",
+    "CallResult",
+    "ConfigError",
+    "Decision",
+    "LedgerRow",
+    "ScriptTool",
+    "SidecarUnavailable",
+    "TetherError",
+    "Tool",
+    "ToolError",
+    "ToolEvent",
+    "Turn",
+    "__version__",
+    "codes",
+    "embedded_sidecar",
+    "make_tool",
+    "read_audit_log",
+    "tool",
+]
+
+# Rust threads leave Python before the interpreter finalizes (src/gil.rs).
+_atexit.register(_native.quiesce)

@@ -1,0 +1,159 @@
+"""What the turn hands back to Python: a call's result, the approval
+request an approver sees and its decision, call events, audit and ledger
+rows. Plain dataclasses over the JSON the Rust side writes
+(``src/convert.rs``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Dict, Literal, Optional, Type, TypeVar
+
+T = TypeVar("T")
+
+
+def _from(cls: Type[T], data: Dict[str, Any]) -> T:
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class CallError:
+    """Why a call produced no value."""
+
+    #: A refusal code (``tether.codes``) or the tool's own code.
+    code: str
+    #: The reason, written for the model or script that reads it.
+    message: str
+    #: The code's display name; ``None`` for a tool's own code.
+    display_name: Optional[str] = None
+    #: The step of the one execution path that refused or ended the call.
+    step: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """The result of :meth:`Turn.execute`: the same shape for the model's
+    calls and a script's."""
+
+    call_id: str
+    tool: str
+    #: ``ok``, ``error`` (the tool's own failure), ``failed`` (refused,
+    #: denied, timed out, cancelled) or ``undelivered`` (ran, result lost).
+    status: str
+    value: Any
+    error: Optional[CallError]
+    #: ``{"verdict", "decided_by"}`` when the call reached approval.
+    approval: Optional[Dict[str, Any]]
+    #: Host-only metadata (``run_script``: ``nested_calls``, stdout...).
+    metadata: Any
+    #: What the model reads: ``{"ok", "value", "error"}``.
+    model_value: Dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        """True when the tool returned a value."""
+        return self.status == "ok"
+
+    @classmethod
+    def _from_json(cls, data: Dict[str, Any]) -> "CallResult":
+        error = data.get("error")
+        return _from(cls, {**data, "error": _from(CallError, error) if error else None})
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What an approver is shown: the exact arguments the tool will receive."""
+
+    turn_id: str
+    call_id: str
+    tool: str
+    description: str
+    args: Any
+    #: ``model``, ``script`` or ``tool``.
+    origin: str
+    parent_call_id: Optional[str]
+    script_run_id: Optional[str]
+    depth: int
+    #: Why approval is needed (the policy rule's reason), if given.
+    reason: Optional[str]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An approver's answer; returning ``True``/``False`` is the same with
+    ``decided_by="python"``."""
+
+    approved: bool
+    #: Who decided, for the audit log.
+    decided_by: str = "python"
+    #: Passed on to the caller on a denial.
+    reason: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ToolEvent:
+    """A call event: ``started``, then exactly one of ``completed`` (the tool
+    returned, possibly its own error) or ``failed``."""
+
+    kind: Literal["started", "completed", "failed"]
+    turn_id: str
+    call_id: str
+    parent_call_id: Optional[str]
+    tool: str
+    origin: Optional[str] = None
+    depth: Optional[int] = None
+    #: Arguments, only with ``capture_payloads=True``.
+    args: Any = None
+    error_code: Optional[str] = None
+    code: Optional[str] = None
+    display_name: Optional[str] = None
+    step: Optional[str] = None
+    message: Optional[str] = None
+    duration_s: Optional[float] = None
+    metadata: Any = None
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One audit-log row: one per call, whatever its outcome."""
+
+    turn_id: str
+    call_id: str
+    parent_call_id: Optional[str]
+    script_run_id: Optional[str]
+    tool: str
+    origin: str
+    depth: int
+    #: The arguments as recorded (redacted, cut), JSON text.
+    args: str
+    args_truncated: bool
+    step: Optional[str]
+    code: Optional[str]
+    display_name: Optional[str]
+    approval: Optional[str]
+    decided_by: Optional[str]
+    status: str
+    started_at_ms: int
+    finished_at_ms: int
+    duration_us: int
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One effect-ledger row: a call of a tool with effects."""
+
+    turn_id: str
+    call_id: str
+    parent_call_id: Optional[str]
+    script_run_id: Optional[str]
+    tool: str
+    origin: str
+    depth: int
+    args: str
+    args_truncated: bool
+    approval_required: bool
+    #: ``started`` (may have run) or ``settled``.
+    state: str
+    started_at_ms: int
+    settled_at_ms: Optional[int]
+    outcome: Optional[str]

@@ -1,0 +1,328 @@
+"""The turn from Python: :class:`Turn` over the Rust ``Turn`` — the one
+execution path every call goes through, the model's and every script's."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import json
+import logging
+import os
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Dict,
+    Generator,
+    Iterable,
+    List,
+    Optional,
+    Set,
+    Tuple,
+    Union,
+)
+
+from . import _native
+from ._records import AuditRow, CallResult, ApprovalRequest, Decision, LedgerRow, ToolEvent, _from
+from ._tools import Tool, ToolLike, make_tool
+
+logger = logging.getLogger("tether")
+
+#: Where scripts run by default: a sidecar started inside this process.
+EMBEDDED = _native.EMBEDDED
+
+Approver = Callable[[ApprovalRequest], Union[bool, Decision, Awaitable[Union[bool, Decision]]]]
+EventCallback = Callable[[ToolEvent], Any]
+
+_turn_ids = itertools.count(1)
+
+
+class _ApproverBridge:
+    """Wraps the user's approver for the Rust side (``src/approver.rs``)."""
+
+    def __init__(self, approver: Approver) -> None:
+        self._approver = approver
+
+    async def decide(self, request_json: str) -> Tuple[bool, str, Optional[str]]:
+        request = _from(ApprovalRequest, json.loads(request_json))
+        answer = self._approver(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, bool):
+            return (answer, "python", None if answer else "denied by the approver")
+        if isinstance(answer, Decision):
+            return (answer.approved, answer.decided_by, answer.reason)
+        raise TypeError(f"an approver returns True, False or tether.Decision, not {type(answer).__name__}")
+
+
+class _EventHub:
+    """Receives every event in order on the caller's loop (``src/events.rs``),
+    calls the callback and feeds the iterators of :meth:`Turn.events`."""
+
+    def __init__(self, callback: Optional[EventCallback]) -> None:
+        self._callback = callback
+        self._queues: List[asyncio.Queue[Optional[ToolEvent]]] = []
+        self._tasks: Set[asyncio.Future[Any]] = set()
+
+    def deliver(self, event_json: str) -> None:
+        event = _from(ToolEvent, json.loads(event_json))
+        for queue in self._queues:
+            queue.put_nowait(event)
+        if self._callback is None:
+            return
+        try:
+            outcome = self._callback(event)
+            if inspect.isawaitable(outcome):
+                task = asyncio.ensure_future(outcome)
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        except Exception:
+            logger.exception("the event callback raised")
+
+    def subscribe(self) -> "asyncio.Queue[Optional[ToolEvent]]":
+        queue: asyncio.Queue[Optional[ToolEvent]] = asyncio.Queue()
+        self._queues.append(queue)
+        return queue
+
+    def close(self) -> None:
+        for queue in self._queues:
+            queue.put_nowait(None)
+        self._queues.clear()
+
+
+class ScriptTool:
+    """The model-facing ``run_script`` tool of a turn: its name, description
+    (ending with the typed Python stubs of the tools a script may call) and
+    JSON Schema, for an agent framework's tool list; calling it runs the
+    script as the model's call through :meth:`Turn.execute`."""
+
+    def __init__(self, turn: "Turn", name: str, description: str, parameters: Dict[str, Any]) -> None:
+        self.turn = turn
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+
+    async def __call__(self, code: str, input: Any = None, *, call_id: Optional[str] = None) -> CallResult:
+        args: Dict[str, Any] = {"code": code}
+        if input is not None:
+            args["input"] = input
+        return await self.turn.execute(call_id or self.turn.next_call_id(), self.name, args)
+
+
+class Turn:
+    """One agent turn: the one tool list, its checks, approval, audit log
+    and effect ledger, shared by the model's calls and every script's.
+
+    Open one with ``turn = await Turn.open(...)`` (or ``async with
+    Turn.open(...) as turn``); see :meth:`open` for every option.
+    """
+
+    def __init__(self, native: Any, hub: _EventHub) -> None:
+        self._native = native
+        self._hub = hub
+        self._calls = itertools.count(1)
+
+    @staticmethod
+    def open(
+        tools: Iterable[ToolLike] = (),
+        *,
+        approver: Optional[Approver] = None,
+        audit: str = "memory:",
+        sidecar: Optional[str] = EMBEDDED,
+        token: Optional[str] = None,
+        turn_id: Optional[str] = None,
+        on_event: Optional[EventCallback] = None,
+        max_tool_calls: Optional[int] = None,
+        max_approval_calls: Optional[int] = None,
+        approval_timeout: Optional[float] = None,
+        default_tool_time_limit: Optional[float] = None,
+        audit_args_bytes: Optional[int] = None,
+        capture_payloads: Optional[bool] = None,
+        max_depth: Optional[int] = None,
+        max_refused_script_calls: Optional[int] = None,
+        max_result_bytes: Optional[int] = None,
+        deadline: Optional[float] = None,
+        script_time_limit: Optional[float] = None,
+    ) -> "_Opening":
+        """Opens a turn.
+
+        - ``tools``: :class:`Tool` objects or plain functions (sync or
+          ``async def``), made tools with :func:`tether.tool`'s defaults.
+        - ``approver``: decides calls that need approval; gets an
+          :class:`ApprovalRequest`, returns ``bool`` or :class:`Decision`
+          (or awaits one). Without one, such calls are denied.
+        - ``audit``: where audit rows and the effect ledger go:
+          ``sqlite:PATH`` (or a path), ``postgres://…``, or ``memory:``.
+        - ``sidecar``: where ``run_script`` runs scripts: ``"embedded"`` (a
+          sidecar in this process), ``"unix:/path"``, ``"http://host:port"``,
+          or ``None`` for no ``run_script``. ``token`` (default
+          ``$TETHER_TOKEN``): the bearer token a TCP sidecar asks for.
+        - ``on_event``: called with each :class:`ToolEvent` on the loop.
+        - limits: ``max_tool_calls`` (200), ``max_approval_calls`` (25),
+          ``approval_timeout`` (300 s), ``default_tool_time_limit`` (120 s),
+          ``max_depth`` (3), ``max_refused_script_calls`` (8),
+          ``max_result_bytes``, ``audit_args_bytes`` (4096),
+          ``capture_payloads`` (off), ``deadline`` (seconds from now; none),
+          ``script_time_limit`` (1800 s).
+
+        Raises :class:`tether.ConfigError`, :class:`tether.AuditStoreError`
+        or :class:`tether.SidecarUnavailable` when the turn cannot be built.
+        """
+        limits = {
+            "max_tool_calls": max_tool_calls,
+            "max_approval_calls": max_approval_calls,
+            "approval_timeout": approval_timeout,
+            "default_tool_time_limit": default_tool_time_limit,
+            "audit_args_bytes": audit_args_bytes,
+            "capture_payloads": capture_payloads,
+            "max_depth": max_depth,
+            "max_refused_script_calls": max_refused_script_calls,
+            "max_result_bytes": max_result_bytes,
+            "deadline": deadline,
+            "script_time_limit": script_time_limit,
+        }
+        made = [make_tool(t) for t in tools]
+        hub = _EventHub(on_event)
+        bridge = _ApproverBridge(approver) if approver is not None else None
+
+        async def build() -> Turn:
+            native = await _native.Turn.open(
+                turn_id or f"turn-{os.getpid()}-{next(_turn_ids)}",
+                [(t.spec_json(), t._invoke) for t in made],
+                bridge.decide if bridge is not None else None,
+                audit,
+                sidecar,
+                token if token is not None else (os.environ.get("TETHER_TOKEN") or None),
+                json.dumps({k: v for k, v in limits.items() if v is not None}),
+                hub.deliver,
+            )
+            return Turn(native, hub)
+
+        return _Opening(build)
+
+    @property
+    def id(self) -> str:
+        """The turn's id (the audit rows' ``turn_id``)."""
+        return str(self._native.id)
+
+    @property
+    def calls_used(self) -> int:
+        """Slots of the turn-wide cap taken: calls that ran and calls in flight."""
+        return int(self._native.calls_used)
+
+    def end_reason(self) -> Optional[str]:
+        """``cancelled`` or ``turn_deadline_exceeded`` once over, else ``None``."""
+        return self._native.end_reason()  # type: ignore[no-any-return]
+
+    def next_call_id(self) -> str:
+        """A fresh call id for a call this package makes for you."""
+        return f"py_{next(self._calls)}"
+
+    async def execute(self, call_id: str, name: str, args: Optional[Dict[str, Any]] = None) -> CallResult:
+        """Runs a call the model made through the one execution path: budget,
+        lookup, arguments, policy, pre-execution check, approval, execution
+        under its time limit, audit. Never raises for a refused or failed
+        call: the result says why. Cancelling the awaiting task cancels the
+        call (and a script it runs)."""
+        text = await self._native.execute(call_id, name, json.dumps({} if args is None else args))
+        return CallResult._from_json(json.loads(text))
+
+    def run_script_tool(self) -> ScriptTool:
+        """The model-facing ``run_script`` tool, its description ending with
+        the typed stubs of the tools a script may call. ``ConfigError`` if
+        the turn was opened with ``sidecar=None``."""
+        for listed in self.tools_for_model():
+            if listed["name"] == "run_script":
+                return ScriptTool(self, listed["name"], listed["description"], listed["input_schema"])
+        raise _native.ConfigError("this turn has no `run_script`: open it with a sidecar (the default is \"embedded\")")
+
+    def tools_for_model(self) -> List[Dict[str, Any]]:
+        """The tool list as the model sees it: ``name``, ``description``,
+        ``input_schema``; a deferred tool by name only (``deferred: True``)."""
+        return json.loads(self._native.tools_for_model())  # type: ignore[no-any-return]
+
+    def script_stubs(self) -> str:
+        """The typed Python stubs of the tools a script may call."""
+        return str(self._native.script_stubs())
+
+    def activate(self, name: str) -> bool:
+        """Activates a deferred tool for the model and every running script."""
+        return bool(self._native.activate(name))
+
+    def cancel(self) -> None:
+        """Cancels the turn: running calls end ``cancelled``, scripts end,
+        new calls are refused."""
+        self._native.cancel()
+
+    def events(self) -> AsyncIterator[ToolEvent]:
+        """Every event from now on, in order, until :meth:`close`."""
+        queue = self._hub.subscribe()
+
+        async def iterate() -> AsyncIterator[ToolEvent]:
+            while True:
+                event = await queue.get()
+                if event is None:
+                    return
+                yield event
+
+        return iterate()
+
+    async def audit_log(self) -> List[AuditRow]:
+        """The turn's audit rows, every row written so far committed first."""
+        return [_from(AuditRow, row) for row in json.loads(await self._native.audit_log())]
+
+    async def ledger(self) -> List[LedgerRow]:
+        """The turn's effect-ledger rows."""
+        return [_from(LedgerRow, row) for row in json.loads(await self._native.ledger(False))]
+
+    async def possibly_executed_approval_actions(self) -> List[LedgerRow]:
+        """Approval-required calls that reached execution (their effect may
+        have happened): tell the user about these after a cancelled turn."""
+        return [_from(LedgerRow, row) for row in json.loads(await self._native.ledger(True))]
+
+    async def close(self) -> None:
+        """Commits every audit row written so far and ends the iterators of
+        :meth:`events`. The turn's calls have all settled by then."""
+        await self._native.audit_log()
+        # Events queued before the commit are delivered before the iterators end.
+        await asyncio.sleep(0)
+        self._hub.close()
+
+    async def __aenter__(self) -> "Turn":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class _Opening:
+    """What :meth:`Turn.open` returns: await it, or use it with ``async with``."""
+
+    def __init__(self, build: Callable[[], Awaitable[Turn]]) -> None:
+        self._build = build
+        self._turn: Optional[Turn] = None
+
+    def __await__(self) -> Generator[Any, None, Turn]:
+        return self._build().__await__()
+
+    async def __aenter__(self) -> Turn:
+        self._turn = await self._build()
+        return self._turn
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._turn is not None:
+            await self._turn.close()
+
+
+async def read_audit_log(url: str, turn_id: str) -> List[AuditRow]:
+    """Turn ``turn_id``'s audit rows, read by the Rust library from the store
+    ``url`` names over a fresh connection."""
+    return [_from(AuditRow, row) for row in json.loads(await _native.read_audit_log(url, turn_id))]
+
+
+async def embedded_sidecar() -> str:
+    """The address of this process's embedded sidecar, started if needed
+    (it starts on a turn's first use anyway)."""
+    return str(await _native.embedded_sidecar())
