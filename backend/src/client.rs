@@ -16,6 +16,7 @@ use tether_codes::Reason;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use std::path::PathBuf;
+use std::time::Duration;
 use tether_proto::pb::{self, backend_message, sidecar_client, sidecar_message};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -26,6 +27,37 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 
 /// Messages the client may queue to the sidecar before waiting.
 const OUTBOUND_BUFFER: usize = 64;
+
+/// HTTP/2 keepalive on the connection to the sidecar: a PING every
+/// `interval` (idle or not), and the connection is closed when one is not
+/// answered within `timeout`. A run on a connection that stalls (a sidecar
+/// host that vanished, a proxy that stopped forwarding) then ends with
+/// [`ClientError::Lost`] after at most about `interval + timeout`, instead
+/// of waiting for its deadline. The sidecar pings its side too
+/// (`--keepalive-interval-seconds`, `docs/operating.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Time between PINGs. Default 30 s.
+    pub interval: Duration,
+    /// How long a PING may go unanswered. Default 20 s.
+    pub timeout: Duration,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Keepalive { interval: Duration::from_secs(30), timeout: Duration::from_secs(20) }
+    }
+}
+
+/// How [`SidecarClient::connect_with`] connects: credentials and keepalive.
+/// The default sends no credentials and uses [`Keepalive::default`].
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    /// How the client proves it may open runs.
+    pub auth: ClientAuth,
+    /// HTTP/2 keepalive on the connection.
+    pub keepalive: Keepalive,
+}
 
 /// A connection to a sidecar. Cheap to clone; clones share the connection.
 #[derive(Debug, Clone)]
@@ -120,21 +152,23 @@ impl RunRequest {
 
 impl SidecarClient {
     /// Connects to a sidecar at `address`: `http://host:port` for TCP, or
-    /// `unix:/path/to/socket`.
+    /// `unix:/path/to/socket`, with the default [`Keepalive`].
     ///
     /// # Errors
     /// If the address is invalid or the sidecar cannot be reached.
     pub async fn connect(address: &str) -> Result<SidecarClient, ClientError> {
-        SidecarClient::connect_with(address, &ClientAuth::default()).await
+        SidecarClient::connect_with(address, &ConnectOptions::default()).await
     }
 
-    /// Connects to a sidecar at `address` with credentials: a token and/or
-    /// mTLS for TCP (`https://host:port` for mTLS).
+    /// Connects to a sidecar at `address` with `options`: credentials (a
+    /// token and/or mTLS for TCP, `https://host:port` for mTLS) and HTTP/2
+    /// keepalive.
     ///
     /// # Errors
     /// If the address or the credentials are invalid, or the sidecar cannot
     /// be reached (a TLS handshake the sidecar refuses fails here).
-    pub async fn connect_with(address: &str, auth: &ClientAuth) -> Result<SidecarClient, ClientError> {
+    pub async fn connect_with(address: &str, options: &ConnectOptions) -> Result<SidecarClient, ClientError> {
+        let ConnectOptions { auth, keepalive } = options;
         let authorization = auth
             .token
             .as_deref()
@@ -144,17 +178,23 @@ impl SidecarClient {
             })
             .transpose()?;
         let invalid = |reason: String| ClientError::Address { address: address.to_owned(), reason };
+        let configure = |endpoint: Endpoint| {
+            endpoint
+                .http2_keep_alive_interval(keepalive.interval)
+                .keep_alive_timeout(keepalive.timeout)
+                .keep_alive_while_idle(true)
+        };
         let channel = if let Some(path) = address.strip_prefix("unix:") {
             let path = PathBuf::from(path);
             // The URI is unused for a Unix socket; tonic needs one all the same.
-            Endpoint::from_static("http://tether.sidecar")
+            configure(Endpoint::from_static("http://tether.sidecar"))
                 .connect_with_connector(tower::service_fn(move |_: Uri| {
                     let path = path.clone();
                     async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?)) }
                 }))
                 .await?
         } else {
-            let mut endpoint = Endpoint::from_shared(address.to_owned()).map_err(|e| invalid(e.to_string()))?;
+            let mut endpoint = configure(Endpoint::from_shared(address.to_owned()).map_err(|e| invalid(e.to_string()))?);
             if let Some(tls) = &auth.tls {
                 if !address.starts_with("https://") {
                     return Err(ClientError::Credentials(format!("mTLS needs an `https://` address, not `{address}`")));
@@ -250,8 +290,11 @@ impl SidecarClient {
                     let _ = outbound.send(message).await;
                 }
                 message = inbound.message() => {
-                    let Some(message) = message? else {
-                        return Err(ClientError::Protocol("the stream ended without `Finished`".into()));
+                    let message = message.map_err(|status| ClientError::Lost {
+                        reason: format!("{} ({:?})", status.message(), status.code()),
+                    })?;
+                    let Some(message) = message else {
+                        return Err(ClientError::Lost { reason: "the stream ended without `Finished`".into() });
                     };
                     match message.kind {
                         Some(sidecar_message::Kind::ToolCall(call)) => in_flight.push(Box::pin(serve(handler, call))),

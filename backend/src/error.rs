@@ -22,7 +22,16 @@ pub enum ClientError {
     /// The sidecar refused the run or the stream failed.
     #[error("the sidecar failed the run: {} ({:?})", .0.message(), .0.code())]
     Status(#[from] tonic::Status),
-    /// The sidecar broke the protocol (e.g. the stream ended without `Finished`).
+    /// The sidecar broke the protocol (e.g. a message with no content).
     #[error("the sidecar broke the protocol: {0}")]
     Protocol(String),
+    /// The run's stream broke after the sidecar accepted the run: the sidecar
+    /// crashed, the connection dropped, or HTTP/2 keepalive found it stalled.
+    /// The script stopped without `Finished`, and calls it had started may
+    /// have run (their records are the caller's, e.g. the turn's ledger).
+    #[error("the sidecar went away mid-run: {reason}")]
+    Lost {
+        /// What the transport said, e.g. the stream's status.
+        reason: String,
+    },
 }

@@ -28,7 +28,7 @@ pub mod turn;
 /// [`telemetry::Telemetry::shutdown`] before exiting.
 pub use tether_telemetry as telemetry;
 
-pub use client::{ClientAuth, ClientTls, RunRequest, SidecarClient};
+pub use client::{ClientAuth, ClientTls, ConnectOptions, Keepalive, RunRequest, SidecarClient};
 pub use error::ClientError;
 pub use handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
 pub use outcome::RunOutcome;

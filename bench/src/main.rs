@@ -9,8 +9,19 @@
 //!   (SQLite by default, any with `--store URL`) — a read-only tool, a tool
 //!   with effects (ledger rows), and the latter from concurrent callers
 //!   (`turn_calls`)
+//! - `load`: 1,000 concurrent runs x 50 calls over gRPC against a real
+//!   sidecar process; errors, and its RSS before, at the peak and after
+//!   (`load`)
+//! - `soak --minutes N`: normal and hostile runs mixed against a real sidecar
+//!   process; its RSS, open fds and threads sampled, and their drift (`soak`)
+//!
+//! `load` and `soak` start the `tether-sidecar` binary beside this one (or
+//! `--sidecar-bin`); they are commands, not CI tests.
 
+mod load;
+mod process;
 mod runs;
+mod soak;
 mod turn_calls;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +43,10 @@ enum Command {
     /// Calls per second through `Turn::execute` with an audit store
     /// (SQLite by default; `--store postgres://…` for PostgreSQL).
     TurnCalls(turn_calls::Args),
+    /// Concurrent runs x calls against a real sidecar process: errors and RSS.
+    Load(load::Args),
+    /// Mixed normal and hostile runs for minutes: RSS, fds and threads drift.
+    Soak(soak::Args),
 }
 
 #[tokio::main]
@@ -40,5 +55,7 @@ async fn main() -> anyhow::Result<()> {
     match args.command {
         None => runs::run(args.samples, args.calls).await,
         Some(Command::TurnCalls(turn)) => turn_calls::run(turn).await,
+        Some(Command::Load(load)) => load::run(load).await,
+        Some(Command::Soak(soak)) => soak::run(soak).await,
     }
 }

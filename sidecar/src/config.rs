@@ -118,6 +118,15 @@ pub struct SidecarConfig {
     /// on TCP nobody — [`Sidecar::serve_tcp`](crate::Sidecar::serve_tcp)
     /// refuses to serve until a token, mTLS or an insecure loopback is set.
     pub access: Access,
+    /// HTTP/2 PING interval on every run connection. A backend that vanished
+    /// without closing its connection (host gone, network stalled) is found
+    /// out after at most about `keepalive_interval + keepalive_timeout`; its
+    /// runs then end as if it had left (`backend_gone`), freeing their slots
+    /// and waiting places. Default 30 s.
+    pub keepalive_interval: Duration,
+    /// How long a PING may go unanswered before the connection is closed.
+    /// Default 20 s.
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for SidecarConfig {
@@ -131,6 +140,8 @@ impl Default for SidecarConfig {
             cache_dir: None,
             extra_runtimes: Vec::new(),
             access: Access::default(),
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(20),
         }
     }
 }

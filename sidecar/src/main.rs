@@ -115,6 +115,14 @@ struct Args {
     /// On SIGTERM or SIGINT, how long runs in flight may go on before they are cancelled.
     #[arg(long, env = "TETHER_DRAIN_DEADLINE_SECONDS", default_value_t = DEFAULT_DRAIN_DEADLINE.as_secs())]
     drain_deadline_seconds: u64,
+    /// HTTP/2 PING interval on run connections, in seconds: a backend that
+    /// vanished without closing its connection is found out after about
+    /// this plus --keepalive-timeout-seconds, and its runs end.
+    #[arg(long, env = "TETHER_KEEPALIVE_INTERVAL_SECONDS", default_value_t = defaults().keepalive_interval.as_secs_f64())]
+    keepalive_interval_seconds: f64,
+    /// How long a PING may go unanswered before the connection is closed, in seconds.
+    #[arg(long, env = "TETHER_KEEPALIVE_TIMEOUT_SECONDS", default_value_t = defaults().keepalive_timeout.as_secs_f64())]
+    keepalive_timeout_seconds: f64,
     /// Also serve ONLY gRPC health on this TCP address (probes, when runs go over --socket).
     #[arg(long, env = "TETHER_HEALTH_LISTEN")]
     health_listen: Option<String>,
@@ -196,6 +204,10 @@ fn main() -> anyhow::Result<()> {
         total_memory_bytes: args.total_memory_mib << 20,
         cache_dir: args.cache_dir.clone(),
         access: access(&args)?,
+        keepalive_interval: Duration::try_from_secs_f64(args.keepalive_interval_seconds)
+            .context("--keepalive-interval-seconds must be a positive number")?,
+        keepalive_timeout: Duration::try_from_secs_f64(args.keepalive_timeout_seconds)
+            .context("--keepalive-timeout-seconds must be a positive number")?,
         ..defaults()
     };
     // Bind and harden while the process has one thread (see `harden`); the

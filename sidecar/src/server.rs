@@ -163,7 +163,8 @@ impl Sidecar {
     }
 
     /// Every service of a run listener — `tether.v1`, health and reflection —
-    /// behind `gate`, over TLS when `tls` is set.
+    /// behind `gate`, over TLS when `tls` is set, with the configured HTTP/2
+    /// keepalive.
     fn routes(&self, gate: Gate, tls: Option<tonic::transport::ServerTlsConfig>) -> Result<GatedRouter, SidecarError> {
         let reflection = || {
             [tether_proto::FILE_DESCRIPTOR_SET, tonic_health::pb::FILE_DESCRIPTOR_SET]
@@ -172,7 +173,10 @@ impl Sidecar {
                     builder.register_encoded_file_descriptor_set(set)
                 })
         };
-        let mut server = tonic::transport::Server::builder();
+        let config = &self.shared.config;
+        let mut server = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(config.keepalive_interval))
+            .http2_keepalive_timeout(Some(config.keepalive_timeout));
         if let Some(tls) = tls {
             server = server.tls_config(tls)?;
         }

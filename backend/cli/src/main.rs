@@ -191,7 +191,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // A sidecar named with `--sidecar` on TCP may ask for its token
     // (docs/security.md); a Unix socket checks this process's uid instead.
     let auth = tether_backend::ClientAuth { token: std::env::var("TETHER_TOKEN").ok().filter(|t| !t.is_empty()), tls: None };
-    let client = SidecarClient::connect_with(&address, &auth).await?;
+    let client = SidecarClient::connect_with(&address, &tether_backend::ConnectOptions { auth, ..Default::default() }).await?;
     let approver: Arc<dyn Approver> = match cli.approval {
         Approval::Policy => Arc::new(PolicyApprover::approve_all()),
         Approval::Ask => Arc::new(TerminalApprover::new("tether")),

@@ -21,12 +21,13 @@ use super::step::Step;
 use super::summary::NestedSummary;
 use super::tool::{ToolError, ToolMeta, ToolOutput, ToolSpec};
 use crate::client::{RunRequest, SidecarClient};
+use crate::error::ClientError;
 use crate::handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use tether_codes::{Code, Reason};
+use tether_codes::{Code, Reason, RunErrorKind};
 use tether_proto::pb;
 
 /// The script tool's default name.
@@ -176,11 +177,20 @@ impl ToolExecutor for ScriptExecutor {
             Err(error) => {
                 tracing::error!(%error, %run_id, "the sidecar failed the run");
                 metadata.insert("run".into(), json!({"run_id": run_id, "error": error.to_string()}));
-                return Err(ToolError::new(
-                    "sandbox_unavailable",
-                    "the script could not be run in the sandbox; call the tools directly instead",
-                )
-                .with_metadata(Value::Object(metadata)));
+                let (kind, message) = match error {
+                    // Calls may have run: say so, so nothing is repeated blindly.
+                    ClientError::Lost { .. } => (
+                        RunErrorKind::SidecarLost,
+                        "the script sandbox went away mid-run and the script stopped; calls it had \
+                         started may already have taken effect (see the nested calls) — check before \
+                         repeating any of them, then call the tools directly",
+                    ),
+                    _ => (
+                        RunErrorKind::SandboxUnavailable,
+                        "the script could not be run in the sandbox; call the tools directly instead",
+                    ),
+                };
+                return Err(ToolError::new(kind.as_str(), message).with_metadata(Value::Object(metadata)));
             }
         };
         metadata.insert(

@@ -34,11 +34,20 @@ pub enum RunErrorKind {
     ProtocolError,
     /// The sidecar failed; its logs have the cause.
     Internal,
+    /// Backend side only (`run_script`'s error code, never in `Finished`):
+    /// the sidecar could not be reached or refused the run before it began,
+    /// so nothing of the script ran.
+    SandboxUnavailable,
+    /// Backend side only (`run_script`'s error code, never in `Finished`):
+    /// the sidecar went away mid-run (it crashed, or the connection broke or
+    /// stalled past its keepalive), so the script stopped without `Finished`
+    /// and calls it had started may have run.
+    SidecarLost,
 }
 
 impl RunErrorKind {
     /// Every kind.
-    pub const ALL: [RunErrorKind; 13] = [
+    pub const ALL: [RunErrorKind; 15] = [
         RunErrorKind::SyntaxError,
         RunErrorKind::RuntimeError,
         RunErrorKind::GuestFault,
@@ -52,6 +61,8 @@ impl RunErrorKind {
         RunErrorKind::Cancelled,
         RunErrorKind::ProtocolError,
         RunErrorKind::Internal,
+        RunErrorKind::SandboxUnavailable,
+        RunErrorKind::SidecarLost,
     ];
 
     /// The stable name in `RunError.kind`, e.g. `"cpu_time_limit"`.
@@ -70,6 +81,8 @@ impl RunErrorKind {
             RunErrorKind::Cancelled => "cancelled",
             RunErrorKind::ProtocolError => "protocol_error",
             RunErrorKind::Internal => "internal",
+            RunErrorKind::SandboxUnavailable => "sandbox_unavailable",
+            RunErrorKind::SidecarLost => "sidecar_lost",
         }
     }
 

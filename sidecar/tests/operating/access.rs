@@ -5,7 +5,7 @@
 use crate::support::{PATIENCE, SidecarProcess, check, shared_cache};
 use std::path::Path;
 use std::process::Command;
-use tether_backend::{CallHandler, ClientAuth, ClientError, ClientTls, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
+use tether_backend::{CallHandler, ClientAuth, ClientError, ClientTls, ConnectOptions, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
 use tonic_health::pb::health_check_response::ServingStatus;
 
 /// The message of a refused client's status; anything else fails the test.
@@ -115,7 +115,7 @@ async fn a_token_lets_its_holder_in_and_every_other_client_gets_the_same_refusal
         ],
     );
     let url = format!("http://{}", sidecar.address);
-    let with = |token: Option<&str>| ClientAuth { token: token.map(str::to_owned), tls: None };
+    let with = |token: Option<&str>| ConnectOptions { auth: ClientAuth { token: token.map(str::to_owned), tls: None }, ..Default::default() };
 
     let missing = unauthenticated(SidecarClient::connect(&url).await.unwrap().describe().await);
     let wrong = unauthenticated(SidecarClient::connect_with(&url, &with(Some("correct-horse"))).await.unwrap().describe().await);
@@ -180,14 +180,14 @@ async fn mtls_admits_clients_with_a_certificate_from_the_ca_only() {
         key_pem: client.1.clone().into_bytes(),
         domain: Some("localhost".into()),
     };
-    let auth = |client| ClientAuth { token: None, tls: Some(tls(client)) };
+    let auth = |client| ConnectOptions { auth: ClientAuth { token: None, tls: Some(tls(client)) }, ..Default::default() };
 
     let good = SidecarClient::connect_with(&url, &auth(&trusted.client)).await.expect("a certificate from the CA is let in");
     good.describe().await.expect("a certificate from the CA is let in");
 
     // A certificate from another CA, and none at all: the handshake fails,
     // so no request gets through (the error comes at connect or first call).
-    let bad = async |auth: ClientAuth| match SidecarClient::connect_with(&url, &auth).await {
+    let bad = async |auth: ConnectOptions| match SidecarClient::connect_with(&url, &auth).await {
         Err(error) => error.to_string(),
         Ok(client) => client.describe().await.expect_err("refused").to_string(),
     };

@@ -1,7 +1,8 @@
 //! The operator's view of the real `tether-sidecar` process, over real
 //! sockets: drain on SIGTERM/SIGINT, health and readiness, gRPC reflection,
-//! Prometheus metrics, logs and traces (`docs/operating.md`), and a Python client following
-//! the wire contract. One binary, one module per area.
+//! Prometheus metrics, logs and traces (`docs/operating.md`), a Python
+//! client following the wire contract, and faults (processes killed mid-run,
+//! hanging tools, stalled connections). One binary, one module per area.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, unreachable_pub)]
 
@@ -9,6 +10,7 @@ mod support;
 
 mod access;
 mod drain;
+mod faults;
 mod hardening;
 mod health;
 mod metrics;

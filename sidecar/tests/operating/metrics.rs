@@ -11,7 +11,7 @@ use tether_proto::pb::{self, sidecar_message};
 use tonic_health::pb::health_check_response::ServingStatus;
 
 /// Fetches `url` with a real HTTP client; the status, content type and body.
-async fn get(url: &str) -> (u16, String, String) {
+pub async fn get(url: &str) -> (u16, String, String) {
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
     let response = client.get(url.parse().unwrap()).await.unwrap();
     let status = response.status().as_u16();
@@ -21,10 +21,10 @@ async fn get(url: &str) -> (u16, String, String) {
 }
 
 /// The metrics, parsed.
-struct Metrics(Scrape);
+pub struct Metrics(Scrape);
 
 impl Metrics {
-    async fn scrape(url: &str) -> Metrics {
+    pub async fn scrape(url: &str) -> Metrics {
         let (status, content_type, body) = get(url).await;
         assert_eq!(status, 200, "{body}");
         assert!(content_type.starts_with("text/plain; version=0.0.4"), "{content_type}");
@@ -32,7 +32,7 @@ impl Metrics {
     }
 
     /// The value of `name` with `labels` (a histogram's: its count); 0 when absent.
-    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         let found = self.0.samples.iter().find(|sample| {
             sample.metric == name
                 && sample.labels.len() == labels.len()

@@ -1,0 +1,97 @@
+//! A real `tether-sidecar` process for the load and soak commands, and what
+//! `/proc` says about it: resident memory, open file descriptors, threads.
+
+use anyhow::{Context, bail};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// Where to find the sidecar binary: `--sidecar-bin`, else `tether-sidecar`
+/// beside this binary (both are built into the same target directory).
+pub(crate) fn sidecar_binary(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = given {
+        return Ok(path);
+    }
+    let here = std::env::current_exe().context("cannot find this binary's path")?;
+    let beside = here.with_file_name("tether-sidecar");
+    if !beside.exists() {
+        bail!(
+            "no `tether-sidecar` beside `{}`; build it (`cargo +1.96.0 build --workspace --exclude tether-example-guest`) or pass --sidecar-bin",
+            here.display()
+        );
+    }
+    Ok(beside)
+}
+
+/// A running sidecar process; killed when dropped.
+pub(crate) struct SidecarProcess {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) url: String,
+}
+
+impl SidecarProcess {
+    /// Starts `binary` on `127.0.0.1:0` with `args` (logs to stderr at
+    /// `warn`), and waits until it announces its TCP listener.
+    pub(crate) fn start(binary: &PathBuf, args: &[String]) -> anyhow::Result<SidecarProcess> {
+        let mut child = Command::new(binary)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start `{}`", binary.display()))?;
+        let stdout = child.stdout.take().context("the sidecar's stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let address = loop {
+            let Some(line) = lines.next() else { bail!("the sidecar exited before listening") };
+            if let Some(address) = line?.strip_prefix("listening on ") {
+                break address.to_owned();
+            }
+        };
+        // Keep reading stdout so the sidecar never meets a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok(SidecarProcess { child, url: format!("http://{address}") })
+    }
+
+    /// What `/proc` says about the process now.
+    pub(crate) fn sample(&self) -> anyhow::Result<ProcSample> {
+        let pid = self.child.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).context("reading /proc/PID/status")?;
+        let field = |name: &str| -> anyhow::Result<u64> {
+            let line = status.lines().find_map(|line| line.strip_prefix(name)).with_context(|| format!("no `{name}`"))?;
+            Ok(line.trim().trim_end_matches("kB").trim().parse()?)
+        };
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).context("reading /proc/PID/fd")?.count() as u64;
+        Ok(ProcSample { rss_kib: field("VmRSS:")?, threads: field("Threads:")?, fds })
+    }
+}
+
+impl Drop for SidecarProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One look at the sidecar process.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProcSample {
+    /// Resident memory (`VmRSS`), KiB.
+    pub(crate) rss_kib: u64,
+    /// Open file descriptors.
+    pub(crate) fds: u64,
+    /// Threads (`Threads`).
+    pub(crate) threads: u64,
+}
+
+impl std::fmt::Display for ProcSample {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RSS {:.1} MiB, {} fds, {} threads", self.rss_kib as f64 / 1024.0, self.fds, self.threads)
+    }
+}
+
+/// `after` relative to `before`, in percent.
+pub(crate) fn drift(before: u64, after: u64) -> f64 {
+    (after as f64 - before as f64) / before.max(1) as f64 * 100.0
+}
