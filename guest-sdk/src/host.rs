@@ -4,7 +4,7 @@
 //! no threads), and every host fault (the run cancelled, the turn gone) ends the
 //! guest with a trap: a guest never sees a half-answered call.
 
-use crate::wire::{CallBatch, CallRequest, CallResult, CallResults, Outcome, StartDoc};
+use crate::wire::{CallBatch, CallRequest, CallResult, Outcome, StartDoc};
 use serde_json::Value;
 
 #[link(wasm_import_module = "tether_v1")]
@@ -63,16 +63,7 @@ pub fn call_batch(calls: Vec<CallRequest>) -> Vec<CallResult> {
     // SAFETY: `request` is valid for `len` reads for the duration of the call.
     let len = unsafe { tether_call(request.as_ptr(), request.len() as u32) };
     // An unreadable answer fails these calls, not the whole run.
-    let mut results = match serde_json::from_slice::<CallResults>(&take_response(len)) {
-        Ok(results) => results.results,
-        Err(error) => {
-            let message = format!("the host sent a result this guest cannot read: {error}");
-            let failure = crate::Failure { code: tether_codes::Code::InvalidResult.as_str().into(), message };
-            vec![CallResult::Err(failure); count]
-        }
-    };
-    results.resize_with(count, || CallResult::Err(missing_result()));
-    results
+    crate::wire::read_results(&take_response(len), count)
 }
 
 fn missing_result() -> crate::Failure {

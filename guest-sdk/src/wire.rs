@@ -142,6 +142,25 @@ impl<'de> Deserialize<'de> for CallResult {
     }
 }
 
+/// Reads the response document of `tether_v1.call` for a batch of `count`
+/// calls, as a guest does: always exactly `count` results, in order. A
+/// document the guest cannot read fails every call with `invalid_result`;
+/// one with too few results fails the calls it lacks with `missing_result`
+/// (and results past `count` are dropped). A bad answer fails these calls,
+/// never the whole run.
+pub fn read_results(document: &[u8], count: usize) -> Vec<CallResult> {
+    let mut results = match serde_json::from_slice::<CallResults>(document) {
+        Ok(results) => results.results,
+        Err(error) => {
+            let message = format!("the host sent a result this guest cannot read: {error}");
+            let failure = Failure { code: tether_codes::Code::InvalidResult.as_str().into(), message };
+            vec![CallResult::Err(failure); count]
+        }
+    };
+    results.resize_with(count, || CallResult::Err(Failure::from(&tether_codes::Reason::MissingResult)));
+    results
+}
+
 /// How a script ended, reported once with `tether_v1.finish`.
 ///
 /// On the wire `{"ok": true, "value": …}` or `{"ok": false, "error": {…}}`.
@@ -223,6 +242,18 @@ mod tests {
     fn failed_result_without_error_is_rejected() {
         assert!(serde_json::from_value::<CallResult>(json!({"ok": false})).is_err());
         assert!(serde_json::from_value::<Outcome>(json!({"ok": false})).is_err());
+    }
+
+    #[test]
+    fn read_results_always_gives_one_result_per_call() {
+        let document = serde_json::to_vec(&CallResults { results: vec![CallResult::Ok(json!(1))] }).unwrap();
+        assert_eq!(read_results(&document, 1), vec![CallResult::Ok(json!(1))]);
+        let short = read_results(&document, 2);
+        assert_eq!(short[1], CallResult::Err(Failure::from(&tether_codes::Reason::MissingResult)));
+        assert_eq!(read_results(&document, 0), vec![], "results past the batch are dropped");
+        let unreadable = read_results(b"{\"results\": 7}", 2);
+        assert_eq!(unreadable.len(), 2);
+        assert!(unreadable.iter().all(|r| matches!(r, CallResult::Err(f) if f.code == "invalid_result")), "{unreadable:?}");
     }
 
     #[test]

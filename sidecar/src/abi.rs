@@ -60,10 +60,7 @@ pub(crate) fn add_to_linker<T: AbiView>(linker: &mut Linker<T>) -> wasmtime::Res
     linker.func_wrap_async(IMPORT_MODULE, "call", |mut caller: Caller<'_, T>, (ptr, len): (u32, u32)| {
         Box::new(async move {
             let bytes = read_guest(&mut caller, ptr, len)?;
-            let batch: CallBatch = serde_json::from_slice(&bytes)
-                .map_err(|e| wasmtime::format_err!("guest fault: `tether_v1.call` got an unreadable batch: {e}"))?;
-            let results = caller.data_mut().abi().calls.call_batch(batch.calls).await.map_err(wasmtime::Error::new)?;
-            let document = serde_json::to_vec(&CallResults { results })?;
+            let document = answer_call(&mut caller.data_mut().abi().calls, &bytes).await?;
             caller.data_mut().abi().stage(document)
         })
     })?;
@@ -97,6 +94,20 @@ pub(crate) fn add_to_linker<T: AbiView>(linker: &mut Linker<T>) -> wasmtime::Res
         Ok(())
     })?;
     Ok(())
+}
+
+/// What `tether_v1.call` does with the request document a guest wrote: reads
+/// the batch, makes its calls, and returns the response document to stage.
+///
+/// # Errors
+/// A guest fault for a batch that is not a readable `CallBatch`;
+/// [`BackendGone`](crate::stream::BackendGone), inside the error, when the
+/// backend stopped reading.
+pub(crate) async fn answer_call(calls: &mut CallPort, request: &[u8]) -> wasmtime::Result<Vec<u8>> {
+    let batch: CallBatch = serde_json::from_slice(request)
+        .map_err(|e| wasmtime::format_err!("guest fault: `tether_v1.call` got an unreadable batch: {e}"))?;
+    let results = calls.call_batch(batch.calls).await.map_err(wasmtime::Error::new)?;
+    Ok(serde_json::to_vec(&CallResults { results })?)
 }
 
 fn guest_memory<T>(caller: &mut Caller<'_, T>) -> wasmtime::Result<Memory> {

@@ -22,6 +22,7 @@
 //! - `engine`, `module_cache`, `abi`, `state`: wasmtime, compiled guests,
 //!   `tether_v1`, what a run's store holds
 //! - `error`: how runs end, who is to blame, and the one gRPC status mapping
+//! - `fuzzing` (hidden): the call path without wasmtime, for the fuzz targets in `fuzz/`
 
 mod abi;
 mod auth;
@@ -30,8 +31,10 @@ mod config;
 mod cpu;
 mod embedded;
 mod engine;
-mod harden;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
+mod harden;
 mod health;
 mod lifecycle;
 mod loader;

@@ -20,6 +20,7 @@ use crate::metrics::Metrics;
 use crate::run::{self, RunPlan};
 use crate::slots::{Admission, Capacity};
 use crate::stream::{Outbound, PendingCalls};
+use futures::{Stream, StreamExt};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -142,7 +143,8 @@ struct RunTask {
 }
 
 /// Why the inbound side ended a run.
-enum InboundEnd {
+#[derive(Debug)]
+pub(crate) enum InboundEnd {
     /// The backend sent `Cancel`, or half-closed its stream.
     Cancelled(CancelledBy),
     /// The backend broke the stream rules; what it did.
@@ -239,13 +241,17 @@ impl RunTask {
     }
 }
 
-/// Reads the backend's messages after `Start` until one ends the run.
-async fn read_inbound(mut inbound: Streaming<pb::BackendMessage>, pending: &PendingCalls) -> InboundEnd {
+/// Reads the backend's messages after `Start` (a run's `Streaming`) until one
+/// ends the run, handing each `ToolResult` to the call waiting for it.
+pub(crate) async fn read_inbound<S>(mut inbound: S, pending: &PendingCalls) -> InboundEnd
+where
+    S: Stream<Item = Result<pb::BackendMessage, Status>> + Unpin,
+{
     loop {
-        let message = match inbound.message().await {
-            Ok(Some(message)) => message,
-            Ok(None) => return InboundEnd::Cancelled(CancelledBy::HalfClose),
-            Err(status) => {
+        let message = match inbound.next().await {
+            Some(Ok(message)) => message,
+            None => return InboundEnd::Cancelled(CancelledBy::HalfClose),
+            Some(Err(status)) => {
                 tracing::info!(status = %status, "the backend's stream failed");
                 return match status.code() {
                     // The peer reset the stream or lost the connection.

@@ -104,8 +104,12 @@ fn to_json_at(value: ObjectRef<'_>, depth: usize, budget: &mut usize) -> Result<
         MontyNode::None => Ok(Value::Null),
         MontyNode::Bool(flag) => Ok(Value::Bool(*flag)),
         MontyNode::Int(int) => Ok(Value::from(*int)),
-        // Only the u64 range beyond i64 has a JSON number serde_json keeps exact.
-        MontyNode::BigInt(int) => u64::try_from(int).map(Value::from).map_err(|_| ConvertError::IntTooLarge),
+        // The 64-bit range, i64 and u64, is what serde_json keeps exact. monty
+        // keeps ints within i64 as `Int`, but a `BigInt` that fits is no error.
+        MontyNode::BigInt(int) => i64::try_from(int)
+            .map(Value::from)
+            .or_else(|_| u64::try_from(int).map(Value::from))
+            .map_err(|_| ConvertError::IntTooLarge),
         MontyNode::Float(float) => {
             Number::from_f64(*float).map(Value::Number).ok_or_else(|| ConvertError::NonFiniteFloat(value.py_repr()))
         }
@@ -242,6 +246,16 @@ mod tests {
         assert_eq!(from_json(&json!(3)).type_name(), "int");
         assert_eq!(from_json(&json!(3.0)).type_name(), "float");
         assert_eq!(from_json(&json!(u64::MAX)).type_name(), "int");
+    }
+
+    #[test]
+    fn a_big_int_within_64_bits_is_a_json_number() {
+        // Found by the `python_values` fuzz target: a negative one was refused.
+        assert_eq!(to_json(MontyObject::bigint(BigInt::from(-7)).as_ref()), Ok(json!(-7)));
+        assert_eq!(to_json(MontyObject::bigint(BigInt::from(i64::MIN)).as_ref()), Ok(json!(i64::MIN)));
+        assert_eq!(to_json(MontyObject::bigint(BigInt::from(u64::MAX)).as_ref()), Ok(json!(u64::MAX)));
+        let below = MontyObject::bigint(BigInt::from(i64::MIN) - 1);
+        assert_eq!(to_json(below.as_ref()), Err(ConvertError::IntTooLarge));
     }
 
     #[test]
