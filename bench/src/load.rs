@@ -2,13 +2,13 @@
 //! real gRPC against a real sidecar process; counts errors and compares the
 //! sidecar's resident memory before, at the peak, and after.
 
-use crate::process::{ProcSample, SidecarProcess, drift, sidecar_binary};
+use crate::process::{Echo, ProcSample, SidecarProcess, drift, sidecar_binary};
 use anyhow::Context;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tether_backend::{CallHandler, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
+use tether_backend::{RunRequest, SidecarClient};
 use tokio::task::JoinSet;
 
 /// Flags of `load`.
@@ -36,16 +36,6 @@ pub(crate) struct Args {
     sidecar_args: Vec<String>,
 }
 
-/// Answers `echo` with its `i` argument.
-struct Echo;
-
-#[async_trait::async_trait]
-impl CallHandler for Echo {
-    async fn call(&self, call: ScriptCall) -> ToolOutcome {
-        ToolOutcome::Ok(call.args["i"].clone())
-    }
-}
-
 /// Runs the load once and prints errors and RSS.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let binary = sidecar_binary(args.sidecar_bin.clone())?;
@@ -63,7 +53,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let sidecar = SidecarProcess::start(&binary, &flags)?;
     let mut clients = Vec::new();
     for _ in 0..args.connections.max(1) {
-        clients.push(connect(&sidecar.url).await?);
+        clients.push(sidecar.connect().await?);
     }
     let source = format!("sum(call('echo', i=i)['value'] for i in range({}))", args.calls);
     let expected = Value::from((0..u64::from(args.calls)).sum::<u64>());
@@ -163,12 +153,6 @@ fn report_rss(before: &ProcSample, afters: &[ProcSample]) {
     if afters.len() > 1 {
         println!("RSS after the last round vs after the first: {:+.1}%", drift(first.rss_kib, last.rss_kib));
     }
-}
-
-async fn connect(url: &str) -> anyhow::Result<SidecarClient> {
-    let client = SidecarClient::connect(url).await.with_context(|| format!("cannot reach the sidecar at {url}"))?;
-    client.wait_ready(Duration::from_secs(120)).await?;
-    Ok(client)
 }
 
 /// One run of `source`; an error unless it completes with `expected`.

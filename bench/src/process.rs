@@ -5,6 +5,18 @@ use anyhow::{Context, bail};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tether_backend::{CallHandler, ScriptCall, SidecarClient, ToolOutcome};
+
+/// Answers `echo` with its `i` argument: the tool of the load and soak scripts.
+pub(crate) struct Echo;
+
+#[async_trait::async_trait]
+impl CallHandler for Echo {
+    async fn call(&self, call: ScriptCall) -> ToolOutcome {
+        ToolOutcome::Ok(call.args["i"].clone())
+    }
+}
 
 /// Where to find the sidecar binary: `--sidecar-bin`, else `tether-sidecar`
 /// beside this binary (both are built into the same target directory).
@@ -53,6 +65,14 @@ impl SidecarProcess {
         // Keep reading stdout so the sidecar never meets a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         Ok(SidecarProcess { child, url: format!("http://{address}") })
+    }
+
+    /// A client on a new connection, once the sidecar admits runs (it
+    /// compiles or loads its runtimes first).
+    pub(crate) async fn connect(&self) -> anyhow::Result<SidecarClient> {
+        let client = SidecarClient::connect(&self.url).await.with_context(|| format!("cannot reach the sidecar at {}", self.url))?;
+        client.wait_ready(Duration::from_secs(120)).await?;
+        Ok(client)
     }
 
     /// What `/proc` says about the process now.

@@ -2,13 +2,13 @@
 //! real sidecar process; samples its resident memory, open file descriptors
 //! and threads, and reports how they drifted.
 
-use crate::process::{SidecarProcess, drift, sidecar_binary};
+use crate::process::{Echo, SidecarProcess, drift, sidecar_binary};
 use anyhow::Context;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tether_backend::{CallHandler, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
+use tether_backend::{RunRequest, SidecarClient};
 use tokio::task::JoinSet;
 
 /// Flags of `soak`.
@@ -46,24 +46,13 @@ const SCRIPTS: [(&str, &str); 12] = [
     ("syntax", "def (:\n"),
 ];
 
-/// Answers `echo` with its `i` argument.
-struct Echo;
-
-#[async_trait::async_trait]
-impl CallHandler for Echo {
-    async fn call(&self, call: ScriptCall) -> ToolOutcome {
-        ToolOutcome::Ok(call.args["i"].clone())
-    }
-}
-
 /// Runs the soak and prints samples and drift.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let binary = sidecar_binary(args.sidecar_bin)?;
     // Short CPU and memory limits, so the hostile scripts end quickly.
     let limits = ["--cpu-seconds", "1", "--memory-mib", "64"].map(String::from);
     let sidecar = SidecarProcess::start(&binary, &limits)?;
-    let client = SidecarClient::connect(&sidecar.url).await.with_context(|| format!("cannot reach {}", sidecar.url))?;
-    client.wait_ready(Duration::from_secs(120)).await?;
+    let client = sidecar.connect().await?;
     let duration = Duration::try_from_secs_f64(args.minutes * 60.0).context("--minutes must be a positive number")?;
 
     // One round of every script first: the pool and caches are warm before the baseline.

@@ -114,8 +114,8 @@ class ToolEvent:
 
 
 @dataclass(frozen=True)
-class AuditRow:
-    """One audit-log row: one per call, whatever its outcome."""
+class CallIdentity:
+    """Which call a row is about: what the audit row and the ledger row share."""
 
     turn_id: str
     call_id: str
@@ -127,6 +127,12 @@ class AuditRow:
     #: The arguments as recorded (redacted, cut), JSON text.
     args: str
     args_truncated: bool
+
+
+@dataclass(frozen=True)
+class AuditRow(CallIdentity):
+    """One audit-log row: one per call, whatever its outcome."""
+
     step: Optional[str]
     code: Optional[str]
     display_name: Optional[str]
@@ -139,18 +145,9 @@ class AuditRow:
 
 
 @dataclass(frozen=True)
-class LedgerRow:
+class LedgerRow(CallIdentity):
     """One effect-ledger row: a call of a tool with effects."""
 
-    turn_id: str
-    call_id: str
-    parent_call_id: Optional[str]
-    script_run_id: Optional[str]
-    tool: str
-    origin: str
-    depth: int
-    args: str
-    args_truncated: bool
     approval_required: bool
     #: ``started`` (may have run) or ``settled``.
     state: str
