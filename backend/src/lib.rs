@@ -1,6 +1,8 @@
 //! The Rust library an agent backend embeds to run scripts in a Tether sidecar.
 //!
 //! Where things are:
+//! - [`agent`]: [`agent::AgentLoop`] — the agent loop on an OpenAI-compatible
+//!   endpoint — and [`agent::PeerAgents`], peer agents as tools
 //! - [`client`]: [`SidecarClient`] — connect, open a run's stream, serve its calls
 //! - [`handler`]: [`CallHandler`], the trait through which a backend answers
 //!   every call a script makes
@@ -13,6 +15,7 @@
 //!   exported over OTLP, one trace from the model's `run_script` call through
 //!   the sidecar to every call the script makes (`docs/operating.md`)
 
+pub mod agent;
 pub mod client;
 pub mod error;
 pub mod handler;
