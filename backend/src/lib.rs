@@ -1,6 +1,8 @@
 //! The Rust library an agent backend embeds to run scripts in a Tether sidecar.
 //!
 //! Where things are:
+//! - [`agent`]: [`agent::AgentLoop`] — the agent loop on an OpenAI-compatible
+//!   endpoint — and [`agent::PeerAgents`], peer agents as tools
 //! - [`client`]: [`SidecarClient`] — connect, open a run's stream, serve its calls
 //! - [`handler`]: [`CallHandler`], the trait through which a backend answers
 //!   every call a script makes
@@ -15,9 +17,11 @@
 //! - [`tools`]: [`ToolSet`] — tools from a `tether.toml`: MCP servers and the
 //!   built-in kinds `http`, `command`, `sqlite`, `static`
 
+pub mod agent;
 pub mod client;
 pub mod error;
 pub mod handler;
+mod http_client;
 pub mod outcome;
 pub mod tools;
 pub mod turn;

@@ -5,6 +5,7 @@
 #![allow(unreachable_pub, missing_docs, clippy::unwrap_used, clippy::expect_used)]
 mod support;
 
+mod agent;
 mod audit_postgres;
 mod cancel_storm;
 mod conformance;

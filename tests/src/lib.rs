@@ -1,1 +1,6 @@
-//! End-to-end tests live in `e2e/`.
+//! End-to-end tests live in `e2e/`; this library holds what other packages'
+//! tests share with them.
+//!
+//! - [`fake_model`]: a fake OpenAI-compatible chat-completions server
+
+pub mod fake_model;

@@ -8,6 +8,8 @@
 //! - [`embedded`]: a sidecar in the same process, served on loopback
 //! - [`terminal`]: the terminal approver (asks a person, shows the exact arguments)
 
+pub mod audit;
+pub mod chat;
 pub mod demo;
 pub mod demo_db;
 pub mod embedded;

@@ -1,8 +1,9 @@
-//! `tether`: the demo, running your own script against configured tools, and
-//! listing them.
+//! `tether`: the demo, running your own script against configured tools,
+//! talking to your own model over them, their typed stubs, listing them, and
+//! reading the audit log back.
 //!
-//! The script runs as the model's `run_script` call in a turn: every call it
-//! makes is checked, approved and audited by that turn, on a sidecar embedded
+//! Scripts run as the model's `run_script` call in a turn: every call they
+//! make is checked, approved and audited by that turn, on a sidecar embedded
 //! in this process (or one you name with `--sidecar`). The tools come from a
 //! `tether.toml` (`--config`), or are the demo world's: a SQLite database
 //! this command creates and seeds, behind the tools of `examples/demo.toml`.
@@ -14,7 +15,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tether_backend::SidecarClient;
 use tether_backend::tools::{Config, ToolSet, Vars};
-use tether_backend::turn::{Approver, AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover};
+use tether_backend::agent::{AgentsConfig, NestedTurnSetup, NoAgentEvents, PeerAgents};
+use tether_backend::turn::{Approver, AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover, Turn};
+use tether_cli::audit;
+use tether_cli::chat::{self, LiveView, ModelChoice, Session};
 use tether_cli::demo::{self, DemoWorld};
 use tether_cli::demo_db;
 use tether_cli::embedded::EmbeddedSidecar;
@@ -31,9 +35,10 @@ struct Cli {
     /// instead of one embedded in this process.
     #[arg(long, global = true, env = "TETHER_SIDECAR")]
     sidecar: Option<String>,
-    /// Who approves calls that need approval (the demo's `send_email`).
-    #[arg(long, global = true, value_enum, default_value_t = Approval::Policy)]
-    approval: Approval,
+    /// Who approves calls that need approval (default: `ask` for `chat`,
+    /// `policy` otherwise).
+    #[arg(long, global = true, value_enum)]
+    approval: Option<Approval>,
     /// Where the audit log and effect ledger go, as a URL: `sqlite:PATH` or a
     /// plain path (default: a SQLite file in the temp directory),
     /// `postgres://USER@HOST:PORT/DATABASE` (many backend replicas), or
@@ -81,11 +86,58 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Talk to a model over the configured tools: each message is a turn in
+    /// which the model calls tools, writes scripts and asks peer agents,
+    /// every call checked, approved (on this terminal) and audited.
+    Chat {
+        /// The tools' and agents' configuration (see examples/tether.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        model: ModelChoice,
+    },
+    /// Ask a model one question over the configured tools; prints the answer,
+    /// the calls and any approval-required action that ran, as JSON.
+    Ask {
+        /// The question.
+        question: String,
+        /// The tools' and agents' configuration (see examples/tether.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        model: ModelChoice,
+    },
+    /// Print the typed Python API a script sees for the configured tools
+    /// (what the `run_script` tool's description embeds).
+    Stubs {
+        /// The tools' configuration (default: the demo world's).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// As the model of an agent of the config sees them (its agent tools included).
+        #[arg(long)]
+        agent: Option<String>,
+    },
     /// List the configured tools with their metadata, and each MCP server's state.
     Tools {
         /// The tools' configuration (default: the demo world's).
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+    /// Show a turn's audit rows and ledger from the audit store, nested calls
+    /// indented under their parent.
+    Audit {
+        /// The turn (`chat`, `ask`, `run` and `demo` print it).
+        #[arg(long)]
+        turn: String,
+        /// Only the calls of this script run.
+        #[arg(long)]
+        run: Option<String>,
+        /// Only the calls that ended with this code (e.g. `approval_denied`).
+        #[arg(long)]
+        code: Option<String>,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -143,6 +195,77 @@ impl Source {
     }
 }
 
+/// Everything a command that runs turns needs: the tools, a sidecar, the
+/// approver and the audit store. Ended with [`Backend::stop`].
+struct Backend {
+    source: Source,
+    tools: Arc<ToolSet>,
+    embedded: Option<EmbeddedSidecar>,
+    address: String,
+    client: SidecarClient,
+    setup: TurnSetup,
+    audit_url: AuditStoreUrl,
+    /// The terminal prompt, when approvals are asked on it (chat reads its
+    /// lines through it too).
+    terminal: Option<Arc<TerminalApprover>>,
+}
+
+impl Backend {
+    async fn start(cli: &Cli, source: Source, default_approval: Approval) -> anyhow::Result<Backend> {
+        let tools = Arc::new(ToolSet::start(&source.config).await?);
+        let embedded = match &cli.sidecar {
+            Some(_) => None,
+            None => Some(EmbeddedSidecar::start(SidecarConfig::default()).await.context("cannot start the embedded sidecar")?),
+        };
+        let address = match (&cli.sidecar, &embedded) {
+            (Some(address), _) => address.clone(),
+            (None, Some(embedded)) => embedded.url(),
+            (None, None) => unreachable!("an embedded sidecar is started when none is named"),
+        };
+        // A sidecar named with `--sidecar` on TCP may ask for its token
+        // (docs/security.md); a Unix socket checks this process's uid instead.
+        let auth = tether_backend::ClientAuth { token: std::env::var("TETHER_TOKEN").ok().filter(|t| !t.is_empty()), tls: None };
+        let client = SidecarClient::connect_with(&address, &tether_backend::ConnectOptions { auth, ..Default::default() }).await?;
+        let mut terminal = None;
+        let approver: Arc<dyn Approver> = match cli.approval.unwrap_or(default_approval) {
+            Approval::Policy => Arc::new(PolicyApprover::approve_all()),
+            Approval::Ask => terminal.insert(Arc::new(TerminalApprover::new("terminal"))).clone(),
+            Approval::Deny => Arc::new(PolicyApprover::deny_all()),
+        };
+        let audit_url = audit_store_url(cli)?;
+        let audit = audit_url.open().await.with_context(|| format!("cannot open the audit store `{audit_url}`"))?;
+        let setup = TurnSetup { approver, audit, events: Arc::new(PrintEvents), turn: source.config.turn.clone() };
+        Ok(Backend { source, tools, embedded, address, client, setup, audit_url, terminal })
+    }
+
+    /// Ends the MCP servers and an embedded sidecar; reports the demo world's outbox.
+    async fn stop(self) -> anyhow::Result<()> {
+        self.tools.shutdown().await;
+        if let Some(embedded) = self.embedded {
+            embedded.stop().await?;
+        }
+        self.source.finish(true)
+    }
+
+    /// How to read a turn's records back.
+    fn audit_hint(&self, turn_id: &str) -> String {
+        format!("tether audit --audit-store '{}' --turn {turn_id}", self.audit_url)
+    }
+}
+
+fn audit_store_url(cli: &Cli) -> anyhow::Result<AuditStoreUrl> {
+    Ok(match &cli.audit_store {
+        Some(url) => AuditStoreUrl::parse(url)?,
+        None => AuditStoreUrl::Sqlite(std::env::temp_dir().join("tether-demo-audit.db")),
+    })
+}
+
+/// A turn id no earlier run of this command used (the audit store outlives runs).
+fn turn_id(kind: &str) -> String {
+    let millis = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    format!("{kind}-{millis}-{}", std::process::id())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -154,77 +277,171 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let (source, script) = match cli.command {
+    match &cli.command {
         Command::Tools { config } => {
-            let source = Source::load(config, cli.demo_db)?;
+            let source = Source::load(config.clone(), cli.demo_db.clone())?;
             let tools = ToolSet::start(&source.config).await?;
             print!("{}", listing::render(&source.config.path, &tools, &tools.servers().await));
             tools.shutdown().await;
-            return source.finish(false);
+            source.finish(false)
+        }
+        Command::Stubs { config, agent } => stubs(&cli, config.clone(), agent.clone()).await,
+        Command::Audit { turn, run, code, json } => {
+            let url = audit_store_url(&cli)?;
+            let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
+            let records = audit::read(&store, turn).await?;
+            if records.audit.is_empty() && records.ledger.is_empty() {
+                anyhow::bail!("no rows for turn `{turn}` in {url}; pass the audit store the turn was run with (--audit-store)");
+            }
+            let filter = audit::Filter { run: run.clone(), code: code.clone() };
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&audit::to_json(turn, &records, &filter))?);
+            } else {
+                print!("{}", audit::render(turn, &records, &filter));
+            }
+            Ok(())
+        }
+        Command::Chat { config, model } => {
+            let source = Source::load(config.clone(), cli.demo_db.clone())?;
+            let (agent, agents) = model.resolve(&source.config.agents)?;
+            let backend = Backend::start(&cli, source, Approval::Ask).await?;
+            let outcome = chat_loop(&backend, agent, agents).await;
+            backend.stop().await?;
+            outcome
+        }
+        Command::Ask { question, config, model } => {
+            let source = Source::load(config.clone(), cli.demo_db.clone())?;
+            let (agent, agents) = model.resolve(&source.config.agents)?;
+            let backend = Backend::start(&cli, source, Approval::Policy).await?;
+            let live = Arc::new(LiveView::default());
+            let outcome = async {
+                let mut session = session(&backend, agent, agents, live.clone(), "ask")?;
+                let (turn, run) = session.send(question).await?;
+                live.finish_line();
+                eprintln!("audit: {}", backend.audit_hint(turn.id()));
+                chat::ask_report(&turn, &run).await
+            }
+            .await;
+            backend.stop().await?;
+            let report = outcome?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            match report.get("ok") {
+                Some(Value::Bool(true)) => Ok(()),
+                _ => anyhow::bail!("the model gave no answer"),
+            }
         }
         Command::Demo { gather } => {
             let (script, name) =
-                if gather { (demo::SCRIPT_GATHER, "examples/contracts_gather.py") } else { (demo::SCRIPT, "examples/contracts.py") };
-            (Source::load(None, cli.demo_db)?, (script.to_owned(), DemoWorld::input(), name.to_owned()))
+                if *gather { (demo::SCRIPT_GATHER, "examples/contracts_gather.py") } else { (demo::SCRIPT, "examples/contracts.py") };
+            let source = Source::load(None, cli.demo_db.clone())?;
+            run_script(&cli, source, script.to_owned(), DemoWorld::input(), name.to_owned()).await
         }
         Command::Run { file, input, config } => {
-            let source = std::fs::read_to_string(&file).with_context(|| format!("cannot read `{}`", file.display()))?;
+            let code = std::fs::read_to_string(file).with_context(|| format!("cannot read `{}`", file.display()))?;
             let input = match input {
-                Some(json) => serde_json::from_str(&json).context("--input is not valid JSON")?,
+                Some(json) => serde_json::from_str(json).context("--input is not valid JSON")?,
                 None => DemoWorld::input(),
             };
-            (Source::load(config, cli.demo_db)?, (source, input, file.display().to_string()))
+            let source = Source::load(config.clone(), cli.demo_db.clone())?;
+            run_script(&cli, source, code, input, file.display().to_string()).await
         }
-    };
-    let (code, input, label) = script;
-    let tools = ToolSet::start(&source.config).await?;
-
-    let embedded = match &cli.sidecar {
-        Some(_) => None,
-        None => Some(EmbeddedSidecar::start(SidecarConfig::default()).await.context("cannot start the embedded sidecar")?),
-    };
-    let address = match (&cli.sidecar, &embedded) {
-        (Some(address), _) => address.clone(),
-        (None, Some(embedded)) => embedded.url(),
-        (None, None) => unreachable!("an embedded sidecar is started when none is named"),
-    };
-    // A sidecar named with `--sidecar` on TCP may ask for its token
-    // (docs/security.md); a Unix socket checks this process's uid instead.
-    let auth = tether_backend::ClientAuth { token: std::env::var("TETHER_TOKEN").ok().filter(|t| !t.is_empty()), tls: None };
-    let client = SidecarClient::connect_with(&address, &tether_backend::ConnectOptions { auth, ..Default::default() }).await?;
-    let approver: Arc<dyn Approver> = match cli.approval {
-        Approval::Policy => Arc::new(PolicyApprover::approve_all()),
-        Approval::Ask => Arc::new(TerminalApprover::new("tether")),
-        Approval::Deny => Arc::new(PolicyApprover::deny_all()),
-    };
-    let audit_url = match cli.audit_store {
-        Some(url) => AuditStoreUrl::parse(&url)?,
-        None => AuditStoreUrl::Sqlite(std::env::temp_dir().join("tether-demo-audit.db")),
-    };
-    let audit = audit_url.open().await.with_context(|| format!("cannot open the audit store `{audit_url}`"))?;
-    let turn_id = format!("demo-{}", std::process::id());
-    let setup = TurnSetup { approver, audit, events: Arc::new(PrintEvents) };
-    let turn = setup.build(&turn_id, &tools, client)?;
-
-    eprintln!(
-        "running {label} as the model's run_script call, on the sidecar at {address}, with the {} tools of {}",
-        tools.tools().len(),
-        source.config.path.display()
-    );
-    let request = CallRequest::new("call_1", "run_script", json!({"code": code, "input": input}));
-    let result = turn.execute(request, CallOrigin::Model).await;
-    let audit_rows = turn.audit_log().await?.len();
-    let possibly = turn.possibly_executed_approval_actions().await?;
-    eprintln!(
-        "audit log: {audit_rows} rows for turn {turn_id} in {audit_url}; approval-required actions that ran: {}",
-        possibly.len()
-    );
-    tools.shutdown().await;
-    if let Some(embedded) = embedded {
-        embedded.stop().await?;
     }
-    source.finish(true)?;
-    let shown = result.to_model_value();
+}
+
+fn session(backend: &Backend, agent: String, agents: AgentsConfig, live: Arc<LiveView>, kind: &str) -> anyhow::Result<Session> {
+    Session::new(agent, agents, backend.setup.clone(), backend.tools.clone(), backend.client.clone(), live, turn_id(kind))
+}
+
+/// `tether chat`: reads a message per line until the end of input (or
+/// `/exit`), each one a turn; prints the answer, or why there is none and
+/// which approval-required actions ran.
+async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -> anyhow::Result<()> {
+    let live = Arc::new(LiveView::default());
+    let mut session = session(backend, agent, agents, live.clone(), "chat")?;
+    // Lines are read through the approval prompt's input when it is on this
+    // terminal, so a typed answer is never taken as a message.
+    let terminal = backend.terminal.clone().unwrap_or_else(|| Arc::new(TerminalApprover::new("terminal")));
+    eprintln!(
+        "chatting with agent `{}` over {} tools and run_script, on the sidecar at {} (end with Ctrl-D or /exit)",
+        session.agent(),
+        backend.tools.tools().len(),
+        backend.address
+    );
+    while let Some(line) = terminal.read_line("\nyou> ").await? {
+        let message = line.trim();
+        if message.is_empty() {
+            continue;
+        }
+        if message == "/exit" {
+            break;
+        }
+        eprint!("{}> ", session.agent());
+        let (turn, run) = session.send(message).await?;
+        live.finish_line();
+        match &run.result {
+            Ok(_) => {}
+            Err(error) => {
+                eprintln!("(no answer: {error})");
+                for action in &run.possibly_executed {
+                    eprintln!("  ran before the turn ended (not retried): {} {} {}", action.call.call_id, action.call.tool, action.call.args);
+                }
+            }
+        }
+        eprintln!("(turn {}: {} calls; {})", turn.id(), turn.audit_log().await?.len(), backend.audit_hint(turn.id()));
+    }
+    Ok(())
+}
+
+/// `tether stubs`: the Python API of the tools a script may call.
+async fn stubs(cli: &Cli, config: Option<PathBuf>, agent: Option<String>) -> anyhow::Result<()> {
+    let source = Source::load(config, cli.demo_db.clone())?;
+    let tools = ToolSet::start(&source.config).await?;
+    // Made from a turn's own list, so a script sees exactly this. No script
+    // runs, so the turn needs no sidecar (`run_script` is never offered to
+    // scripts anyway).
+    let outcome = (|| {
+        let mut builder = tools.add_to(Turn::builder("stubs").limits(source.config.turn.limits.clone()));
+        if let Some(agent) = &agent {
+            let (agent, agents) = ModelChoice { agent: Some(agent.clone()), ..ModelChoice::default() }.resolve(&source.config.agents)?;
+            let nested: NestedTurnSetup = Arc::new(|_: &str, builder| builder);
+            for tool in PeerAgents::new(agents, nested, Arc::new(NoAgentEvents)).tools_for(Some(&agent))? {
+                builder = builder.add_tool(tool);
+            }
+        }
+        anyhow::Ok(builder.build()?.script_stubs())
+    })();
+    tools.shutdown().await;
+    source.finish(false)?;
+    print!("{}", outcome?);
+    Ok(())
+}
+
+/// `tether run` and `tether demo`: the script as the model's `run_script` call.
+async fn run_script(cli: &Cli, source: Source, code: String, input: Value, label: String) -> anyhow::Result<()> {
+    let backend = Backend::start(cli, source, Approval::Policy).await?;
+    let turn_id = turn_id("run");
+    let outcome = async {
+        let turn = backend.setup.build(&turn_id, &backend.tools, backend.client.clone(), Vec::new())?;
+        eprintln!(
+            "running {label} as the model's run_script call, on the sidecar at {}, with the {} tools of {}",
+            backend.address,
+            backend.tools.tools().len(),
+            backend.source.config.path.display()
+        );
+        let request = CallRequest::new("call_1", "run_script", json!({"code": code, "input": input}));
+        let result = turn.execute(request, CallOrigin::Model).await;
+        let audit_rows = turn.audit_log().await?.len();
+        let possibly = turn.possibly_executed_approval_actions().await?;
+        eprintln!(
+            "audit log: {audit_rows} rows for turn {turn_id} ({}); approval-required actions that ran: {}",
+            backend.audit_hint(&turn_id),
+            possibly.len()
+        );
+        anyhow::Ok(result.to_model_value())
+    }
+    .await;
+    backend.stop().await?;
+    let shown = outcome?;
     println!("{}", serde_json::to_string_pretty(&shown)?);
     match shown.get("ok") {
         Some(Value::Bool(true)) => Ok(()),

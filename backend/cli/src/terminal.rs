@@ -41,6 +41,27 @@ impl TerminalApprover {
         TerminalApprover { label: label.into(), io: Arc::new(Mutex::new((input, output))) }
     }
 
+    /// Prints `prompt` and reads one line from the same input approvals are
+    /// read from (so piped input is never split between two readers).
+    /// `None` at the end of input.
+    ///
+    /// # Errors
+    /// If the input or output fails.
+    pub async fn read_line(&self, prompt: &str) -> std::io::Result<Option<String>> {
+        let io = self.io.clone();
+        let prompt = prompt.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let mut io = io.lock().unwrap_or_else(|p| p.into_inner());
+            let (input, output) = &mut *io;
+            output.write_all(prompt.as_bytes())?;
+            output.flush()?;
+            let mut line = String::new();
+            Ok((input.read_line(&mut line)? > 0).then_some(line))
+        })
+        .await
+        .map_err(std::io::Error::other)?
+    }
+
     fn prompt_text(request: &ApprovalRequest) -> String {
         let args = serde_json::to_string_pretty(&request.args).unwrap_or_else(|_| request.args.to_string());
         let from = match &request.origin {

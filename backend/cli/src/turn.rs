@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 use tether_backend::SidecarClient;
-use tether_backend::tools::ToolSet;
-use tether_backend::turn::{Approver, AuditStore, EventSink, ScriptTool, ToolEvent, Turn, TurnError};
+use tether_backend::tools::{ToolSet, TurnSection};
+use tether_backend::turn::{Approver, AuditStore, EventSink, ScriptTool, Tool, ToolEvent, Turn, TurnBuilder, TurnError};
 
-/// What the CLI's turn is built with.
+/// What the CLI's turns are built with. Cheap to clone.
+#[derive(Clone)]
 pub struct TurnSetup {
     /// Decides approval-required calls.
     pub approver: Arc<dyn Approver>,
@@ -15,6 +16,9 @@ pub struct TurnSetup {
     pub audit: Arc<dyn AuditStore>,
     /// Where call events go.
     pub events: Arc<dyn EventSink>,
+    /// The config file's `[turn]`: the limits of every turn, and the
+    /// deadline of each top-level turn (nested turns share their parent's).
+    pub turn: TurnSection,
 }
 
 impl std::fmt::Debug for TurnSetup {
@@ -24,15 +28,29 @@ impl std::fmt::Debug for TurnSetup {
 }
 
 impl TurnSetup {
-    /// A turn with id `turn_id` over the tools of `tools`, whose `run_script`
-    /// runs on the sidecar behind `client`.
+    /// `builder` with this setup's approver, audit store and events, every
+    /// tool of `tools`, and `script` (the `run_script` tool). Nested agent
+    /// turns are equipped with this too; their limits and deadline are set by
+    /// the turn that encloses them.
+    pub fn equip(&self, builder: TurnBuilder, tools: &ToolSet, script: &Tool) -> TurnBuilder {
+        let builder =
+            builder.approver(self.approver.clone()).audit_store(self.audit.clone()).events(self.events.clone());
+        tools.add_to(builder).add_tool(script.clone())
+    }
+
+    /// A top-level turn with id `turn_id`: `[turn]`'s limits (payloads
+    /// captured for the live view) and deadline, the tools of `tools`,
+    /// `run_script` on the sidecar behind `client`, and `extra` (agent tools).
     ///
     /// # Errors
     /// If two tools share a name (a tool set's are unique; `run_script` is taken).
-    pub fn build(self, turn_id: &str, tools: &ToolSet, client: SidecarClient) -> Result<Turn, TurnError> {
-        let builder =
-            Turn::builder(turn_id).approver(self.approver).audit_store(self.audit).events(self.events).capture_payloads(true);
-        tools.add_to(builder).add_tool(ScriptTool::new(client).into_tool()?).build()
+    pub fn build(&self, turn_id: &str, tools: &ToolSet, client: SidecarClient, extra: Vec<Tool>) -> Result<Turn, TurnError> {
+        let script = ScriptTool::new(client).into_tool()?;
+        let mut builder = Turn::builder(turn_id).limits(self.turn.limits.clone()).capture_payloads(true);
+        if let Some(deadline) = self.turn.deadline {
+            builder = builder.deadline_in(deadline);
+        }
+        extra.into_iter().fold(self.equip(builder, tools, &script), TurnBuilder::add_tool).build()
     }
 }
 

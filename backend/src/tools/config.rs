@@ -9,12 +9,13 @@
 //!   `static` — each kind's keys in its own module
 //! - `[mcp.<name>]`: an MCP server whose tools join the turn, and
 //!   `[mcp.<name>.tools.<tool>]` for one of its tools (`mcp.rs`)
-//! - reserved, read by their owners and kept here as raw tables: `[turn]`
-//!   (the turn's limits), `[agents.<name>]` and `[[agent_tools]]` (peer
-//!   agents as tools)
+//! - `[turn]` (the turn's limits and deadline), `[agents.<name>]` and
+//!   `[[agent_tools]]` (peer agents as tools): `sections.rs`
 
 use super::error::ConfigError;
 use super::meta::{META_KEYS, MetaEntry};
+use super::sections::{TurnSection, read_agents};
+use crate::agent::AgentsConfig;
 use super::vars::Vars;
 use super::{command, fixed, http, mcp, sqlite};
 use serde::Deserialize;
@@ -28,12 +29,10 @@ pub struct Config {
     pub path: PathBuf,
     pub(crate) tools: Vec<ToolConfig>,
     pub(crate) servers: Vec<mcp::ServerConfig>,
-    /// `[turn]`, as written: reserved for the turn's limits.
-    pub turn: Option<toml::Table>,
-    /// `[agents.<name>]`, as written: reserved for peer agents.
-    pub agents: toml::Table,
-    /// `[[agent_tools]]`, as written: reserved for peer agents as tools.
-    pub agent_tools: Vec<toml::Table>,
+    /// `[turn]`: the limits and deadline of every turn built from the file.
+    pub turn: TurnSection,
+    /// `[agents.<name>]` and `[[agent_tools]]`: peer agents as tools.
+    pub agents: AgentsConfig,
 }
 
 /// One `[[tools]]` entry, checked.
@@ -119,6 +118,9 @@ impl At<'_> {
         check_keys(self, table, allowed)?;
         T::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
             let message = e.message().to_owned();
+            if message.starts_with("missing field") {
+                return self.error("", message);
+            }
             // serde's message names the value, not the key: find the key
             // whose value alone gives the same complaint.
             let key = table.iter().find(|(key, value)| {
@@ -195,13 +197,8 @@ impl Config {
             path: path.to_owned(),
             tools,
             servers,
-            turn: reserved_table(&top, &mut table, "turn")?,
-            agents: reserved_table(&top, &mut table, "agents")?.unwrap_or_default(),
-            agent_tools: match table.remove("agent_tools") {
-                None => Vec::new(),
-                Some(value) => Vec::<toml::Table>::deserialize(value)
-                    .map_err(|_| top.error("agent_tools", "must be an array of tables").fix("write each as `[[agent_tools]]`"))?,
-            },
+            turn: TurnSection::read(&top, section(&top, &mut table, "turn")?)?,
+            agents: read_agents(&top, section(&top, &mut table, "agents")?, table.remove("agent_tools"))?,
         };
         config.check_names()?;
         Ok(config)
@@ -228,7 +225,7 @@ impl Config {
     }
 }
 
-fn reserved_table(top: &At<'_>, table: &mut toml::Table, key: &str) -> Result<Option<toml::Table>, ConfigError> {
+fn section(top: &At<'_>, table: &mut toml::Table, key: &str) -> Result<Option<toml::Table>, ConfigError> {
     match table.remove(key) {
         None => Ok(None),
         Some(toml::Value::Table(t)) => Ok(Some(t)),
@@ -373,12 +370,26 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_file_has_no_tools_and_reserved_sections_are_kept() {
-        let config = parse("[turn]\nmax_tool_calls = 10\n[agents.billing]\nmodel = \"m\"\n[[agent_tools]]\nagent = \"billing\"\n").unwrap();
+    fn the_turn_and_agent_sections_are_read_and_checked() {
+        let text = "[turn]\nmax_tool_calls = 10\ndeadline = \"90s\"\n\
+                    [agents.billing]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n\
+                    [[agent_tools]]\nagent = \"billing\"\ndescription = \"Billing questions.\"\nenabled = false\n";
+        let config = parse(text).unwrap();
         assert!(config.tools.is_empty() && config.servers.is_empty());
-        assert_eq!(config.turn.unwrap()["max_tool_calls"].as_integer(), Some(10));
-        assert!(config.agents.contains_key("billing"));
-        assert_eq!(config.agent_tools.len(), 1);
+        assert_eq!(config.turn.limits.max_tool_calls, 10);
+        assert_eq!(config.turn.limits.max_depth, crate::turn::TurnLimits::default().max_depth, "unset keys keep the default");
+        assert_eq!(config.turn.deadline, Some(std::time::Duration::from_secs(90)));
+        assert_eq!(config.agents.agents["billing"].model, "m");
+        assert!(!config.agents.agent_tools[0].is_enabled());
+
+        let typo = problem("[agents.billing]\nbase_url = \"u\"\nmodle = \"m\"\n");
+        assert!(typo.contains("`agents.billing.modle`: unknown key; did you mean `model`?"), "{typo}");
+        let missing = problem("[agents.billing]\nbase_url = \"u\"\n");
+        assert!(missing.contains("`agents.billing`") && missing.contains("model"), "{missing}");
+        let limit = problem("[turn]\ndeadline = \"soon\"\n");
+        assert!(limit.contains("`turn.deadline`"), "{limit}");
+        let entry = problem("[[agent_tools]]\nagent = \"a\"\ndescription = \"d\"\nenable = false\n");
+        assert!(entry.contains("`agent_tools[0].enable`: unknown key; did you mean `enabled`?"), "{entry}");
     }
 
     #[test]

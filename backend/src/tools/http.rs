@@ -158,26 +158,6 @@ pub(crate) fn header(at: &At<'_>, name: &str, value: &str) -> Result<(HeaderName
     Ok((header, value))
 }
 
-/// The HTTP client every `http` tool and MCP server of a tool set shares:
-/// rustls with the ring provider and the platform's certificate roots.
-///
-/// # Errors
-/// Why the TLS setup or the client failed (the platform's roots unreadable).
-pub(crate) fn client() -> Result<reqwest::Client, String> {
-    use rustls_platform_verifier::BuilderVerifierExt;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|b| b.with_platform_verifier())
-        .map_err(|e| format!("cannot set up TLS: {e}"))?
-        .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
-}
-
 struct HttpTool {
     tool: String,
     config: HttpConfig,

@@ -7,6 +7,7 @@
 //!   file, the key and what to write instead ([`ConfigError`])
 //! - `meta`: the metadata keys every entry takes (`requires_approval`,
 //!   `read_only`, `deferred`, `replay`, `repeat`, `timeout`, `concurrent`)
+//! - `sections`: [`TurnSection`] (`[turn]`) and the agents' sections
 //! - `vars`: [`Vars`], `${NAME}` from the backend's environment
 //! - `set`: [`ToolSet`] — the tools, ready for turns; owns the MCP servers
 //! - `mcp`: MCP servers through `rmcp` (stdio and streamable HTTP)
@@ -25,6 +26,7 @@ mod fixed;
 mod http;
 pub(crate) mod mcp;
 mod meta;
+mod sections;
 mod set;
 mod sqlite;
 mod text;
@@ -33,5 +35,6 @@ mod vars;
 pub use config::Config;
 pub use error::{ConfigError, ToolsError};
 pub use mcp::ServerStatus;
+pub use sections::TurnSection;
 pub use set::ToolSet;
 pub use vars::Vars;

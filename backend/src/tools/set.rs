@@ -9,7 +9,6 @@
 
 use super::config::{At, Config, KindConfig, ToolConfig};
 use super::error::{ConfigError, ToolsError};
-use super::http;
 use super::mcp::{self, McpServer, ServerStatus, Transport};
 use super::vars::Vars;
 use crate::turn::{Tool, ToolExecutor, ToolSpec, TurnBuilder};
@@ -43,7 +42,7 @@ impl ToolSet {
     pub async fn start(config: &Config) -> Result<ToolSet, ToolsError> {
         let needs_http = config.tools.iter().any(|t| matches!(t.kind, KindConfig::Http(_)))
             || config.servers.iter().any(|s| matches!(s.transport, Transport::Http { .. }));
-        let http = if needs_http { Some(http::client().map_err(ToolsError::Client)?) } else { None };
+        let http = if needs_http { Some(crate::http_client::client().map_err(ToolsError::Client)?) } else { None };
 
         let mut tools = Vec::new();
         let mut sources = Vec::new();

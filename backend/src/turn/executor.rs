@@ -27,6 +27,14 @@ pub trait TurnAccess: Send + Sync {
     /// Time left until the turn's deadline, or `None` without one.
     fn remaining(&self) -> Option<Duration>;
 
+    /// The turn's deadline: the ONE deadline of the whole call tree, which a
+    /// nested turn (an agent tool's) takes over unchanged.
+    fn deadline(&self) -> Option<tokio::time::Instant>;
+
+    /// The turn's cancellation token; a nested turn takes a child of it, so
+    /// cancelling this turn cancels every turn below it.
+    fn cancel_token(&self) -> tokio_util::sync::CancellationToken;
+
     /// Activates the deferred tool `name` (see [`Turn::activate`](super::Turn::activate)).
     ///
     /// # Errors

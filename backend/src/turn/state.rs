@@ -78,23 +78,43 @@ impl Turn {
         &self.inner.limits
     }
 
-    /// The tool list as the model sees it (deferred tools by name only). The
-    /// script tool's description ends with the typed stubs of the tools a
-    /// script may call ([`script_stubs`](Self::script_stubs)), so the model
-    /// reads the Python API it writes against.
+    /// The tool list as the model sees it (deferred tools by name only), for
+    /// a model whose calls are depth 0: [`tools_for_model_at(0)`](Self::tools_for_model_at).
     pub fn tools_for_model(&self) -> Vec<ListedTool> {
-        let mut listed = self.inner.registry.model_view();
-        // Made once, for the first script tool listed.
-        let mut stubs = None;
-        for tool in &mut listed {
-            let ListedTool::Full(def) = tool else { continue };
-            let is_script_tool = matches!(
-                self.inner.registry.lookup(&def.name),
-                super::registry::Lookup::Found(found) if found.meta().is_script_tool
-            );
-            if is_script_tool {
-                let stubs = stubs.get_or_insert_with(|| self.script_stubs());
-                def.description = format!("{}\n\nThe tools, as Python:\n```python\n{stubs}```", def.description);
+        self.tools_for_model_at(0)
+    }
+
+    /// The tool list as a model whose calls are at `depth` sees it: deferred
+    /// tools by name only, and at the turn's deepest level no tool that nests
+    /// (its calls would be refused). The script tool's description ends with
+    /// the typed stubs of the tools a script it starts may call
+    /// ([`script_stubs_at(depth + 1)`](Self::script_stubs_at)), so the model
+    /// reads the Python API it writes against. A nested agent turn's model
+    /// calls at the agent tool's depth + 1, so its list shrinks with depth.
+    pub fn tools_for_model_at(&self, depth: u32) -> Vec<ListedTool> {
+        let registry = &self.inner.registry;
+        let found = |name: &str| match registry.lookup(name) {
+            super::registry::Lookup::Found(tool) => Some(tool),
+            _ => None,
+        };
+        let too_deep = depth >= self.inner.limits.max_depth;
+        let mut listed: Vec<ListedTool> = registry
+            .model_view()
+            .into_iter()
+            .filter(|tool| match tool {
+                ListedTool::Full(def) => !(too_deep && found(&def.name).is_some_and(|t| t.meta().nests)),
+                ListedTool::NameOnly(_) => true,
+            })
+            .collect();
+        let scripted = |name: &str| found(name).is_some_and(|tool| tool.meta().is_script_tool);
+        if listed.iter().any(|tool| matches!(tool, ListedTool::Full(def) if scripted(&def.name))) {
+            let stubs = self.script_stubs_at(depth + 1);
+            for tool in &mut listed {
+                if let ListedTool::Full(def) = tool
+                    && scripted(&def.name)
+                {
+                    def.description = format!("{}\n\nThe tools, as Python:\n```python\n{stubs}```", def.description);
+                }
             }
         }
         listed
@@ -104,7 +124,13 @@ impl Turn {
     /// call (depth 1: exclusions and the depth limit applied), the text
     /// `tether stubs` prints.
     pub fn script_stubs(&self) -> String {
-        super::stubs::python_stubs(&self.inner.registry.callable_specs(1, self.inner.limits.max_depth))
+        self.script_stubs_at(1)
+    }
+
+    /// The typed Python stubs of the tools a script whose calls are at
+    /// `depth` may call (exclusions and the depth limit applied).
+    pub fn script_stubs_at(&self, depth: u32) -> String {
+        super::stubs::python_stubs(&self.inner.registry.callable_specs(depth, self.inner.limits.max_depth))
     }
 
     /// The tools a caller at `depth` may call, as a script whose calls are
@@ -272,6 +298,14 @@ impl TurnAccess for Turn {
 
     fn remaining(&self) -> Option<Duration> {
         Turn::remaining(self)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        Turn::deadline(self)
+    }
+
+    fn cancel_token(&self) -> CancellationToken {
+        Turn::cancel_token(self)
     }
 
     fn activate(&self, name: &str) -> Result<bool, TurnError> {

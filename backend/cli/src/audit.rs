@@ -1,0 +1,208 @@
+//! `tether audit`: a turn's audit rows and effect ledger, read back from the
+//! audit store. Calls are shown as the tree they were made in — a script's
+//! calls under its `run_script` call, an agent tool's nested turn under the
+//! agent call — and can be filtered by script run or failure code.
+
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::sync::Arc;
+use tether_backend::agent::nested_turn_id;
+use tether_backend::turn::{AuditRecord, AuditStore, LedgerEntry};
+
+/// Which rows to show.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only calls of this script run.
+    pub run: Option<String>,
+    /// Only calls that ended with this failure (or tool error) code.
+    pub code: Option<String>,
+}
+
+impl Filter {
+    fn keeps(&self, row: &AuditRecord) -> bool {
+        self.run.as_ref().is_none_or(|run| row.call.script_run_id.as_ref() == Some(run))
+            && self.code.as_ref().is_none_or(|code| row.code.as_ref() == Some(code))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.run.is_none() && self.code.is_none()
+    }
+}
+
+/// A turn's records with those of the agent turns nested in it.
+#[derive(Debug, Default)]
+pub struct TurnRecords {
+    /// Audit rows, the turn's first, then each nested turn's.
+    pub audit: Vec<AuditRecord>,
+    /// Ledger rows, in the same order of turns.
+    pub ledger: Vec<LedgerEntry>,
+}
+
+/// Reads turn `turn_id` and, under each of its calls, the nested turn that
+/// call ran (agent tools), recursively.
+///
+/// # Errors
+/// If the store cannot be read.
+pub async fn read(store: &Arc<dyn AuditStore>, turn_id: &str) -> anyhow::Result<TurnRecords> {
+    let mut records = TurnRecords::default();
+    let mut pending = vec![turn_id.to_owned()];
+    while let Some(turn) = pending.pop() {
+        let audit = store.audit_log(&turn).await?;
+        let ledger = store.ledger(&turn).await?;
+        // A nested turn exists only for calls whose rows say so; looking up
+        // every call's id would find nothing for the others.
+        for row in &audit {
+            if row.call.tool.starts_with("agent_") {
+                pending.push(nested_turn_id(&turn, &row.call.call_id));
+            }
+        }
+        records.audit.extend(audit);
+        records.ledger.extend(ledger);
+    }
+    Ok(records)
+}
+
+/// The records as text: every call as a line in the tree of calls (nested
+/// calls indented under their parent, in the order they started), then the
+/// ledger. With a filter, the matching calls only, each with its depth.
+pub fn render(turn_id: &str, records: &TurnRecords, filter: &Filter) -> String {
+    let mut out = String::new();
+    let shown: Vec<&AuditRecord> = records.audit.iter().filter(|r| filter.keeps(r)).collect();
+    let _ = writeln!(out, "turn {turn_id}: {} calls{}", shown.len(), if filter.is_empty() { "" } else { " (filtered)" });
+    if filter.is_empty() {
+        for (row, level) in tree(&records.audit) {
+            let _ = writeln!(out, "{}{}", "  ".repeat(level + 1), line(row));
+        }
+    } else {
+        for row in shown {
+            let _ = writeln!(out, "  {} (depth {})", line(row), row.call.depth);
+        }
+    }
+    let ledger: Vec<&LedgerEntry> = records
+        .ledger
+        .iter()
+        .filter(|e| filter.run.as_ref().is_none_or(|run| e.call.script_run_id.as_ref() == Some(run)))
+        .collect();
+    if !ledger.is_empty() {
+        let _ = writeln!(out, "ledger (calls of tools with effects):");
+        for entry in ledger {
+            let outcome = entry.outcome.map_or("—", |o| o.as_str());
+            let approval = if entry.approval_required { ", approval required" } else { "" };
+            let _ = writeln!(
+                out,
+                "  {} {} {} → {outcome}{approval}  {}",
+                entry.call.call_id,
+                entry.call.tool,
+                entry.state.as_str(),
+                entry.call.args
+            );
+        }
+    }
+    out
+}
+
+fn line(row: &AuditRecord) -> String {
+    let outcome = match (&row.code, row.display_name()) {
+        (None, _) => row.status.as_str().to_owned(),
+        (Some(code), Some(name)) => format!("{} `{code}` ({name})", row.status.as_str()),
+        (Some(code), None) => format!("{} `{code}`", row.status.as_str()),
+    };
+    let approval = match (&row.approval, &row.decided_by) {
+        (Some(verdict), Some(by)) => format!(", approval {} by {by}", verdict.as_str()),
+        (Some(verdict), None) => format!(", approval {}", verdict.as_str()),
+        _ => String::new(),
+    };
+    let run = row.call.script_run_id.as_deref().map(|r| format!(" [run {r}]")).unwrap_or_default();
+    format!(
+        "{} {} ({}){run}: {outcome}{approval}, {:.1} ms  {}",
+        row.call.call_id,
+        row.call.tool,
+        row.call.origin,
+        row.duration_us as f64 / 1000.0,
+        row.call.args
+    )
+}
+
+/// The rows in tree order with their level: each call after its parent,
+/// siblings in the order they started. A row whose parent is not among the
+/// rows (a nested turn's first calls: their parent is the agent call of the
+/// enclosing turn) hangs under the agent call whose nested turn it is in.
+fn tree(rows: &[AuditRecord]) -> Vec<(&AuditRecord, usize)> {
+    let key = |row: &AuditRecord| (row.call.turn_id.clone(), row.call.call_id.clone());
+    let known: HashMap<(String, String), usize> = rows.iter().enumerate().map(|(i, r)| (key(r), i)).collect();
+    let parent_of = |row: &AuditRecord| -> Option<usize> {
+        if let Some(parent) = &row.call.parent_call_id
+            && let Some(&i) = known.get(&(row.call.turn_id.clone(), parent.clone()))
+        {
+            return Some(i);
+        }
+        // `<turn>/<call>`: the nested turn of `call` in `turn`.
+        let (outer, call) = row.call.turn_id.rsplit_once('/')?;
+        known.get(&(outer.to_owned(), call.to_owned())).copied()
+    };
+    let mut children: HashMap<Option<usize>, Vec<usize>> = HashMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        children.entry(parent_of(row)).or_default().push(i);
+    }
+    for list in children.values_mut() {
+        list.sort_by_key(|&i| (rows[i].started_at_ms, i));
+    }
+    let mut ordered = Vec::with_capacity(rows.len());
+    let mut stack: Vec<(usize, usize)> = children.get(&None).into_iter().flatten().rev().map(|&i| (i, 0)).collect();
+    while let Some((i, level)) = stack.pop() {
+        ordered.push((&rows[i], level));
+        stack.extend(children.get(&Some(i)).into_iter().flatten().rev().map(|&c| (c, level + 1)));
+    }
+    ordered
+}
+
+/// The records as JSON: `{"turn_id", "audit": [...], "ledger": [...]}`,
+/// filtered like [`render`].
+pub fn to_json(turn_id: &str, records: &TurnRecords, filter: &Filter) -> Value {
+    let identity = |call: &tether_backend::turn::CallIdentity| {
+        json!({
+            "turn_id": call.turn_id,
+            "call_id": call.call_id,
+            "parent_call_id": call.parent_call_id,
+            "script_run_id": call.script_run_id,
+            "tool": call.tool,
+            "origin": call.origin,
+            "depth": call.depth,
+            "args": call.args,
+            "args_truncated": call.args_truncated,
+        })
+    };
+    let audit: Vec<Value> = records
+        .audit
+        .iter()
+        .filter(|r| filter.keeps(r))
+        .map(|r| {
+            let mut row = identity(&r.call);
+            row["step"] = json!(r.step.map(|s| s.as_str()));
+            row["code"] = json!(r.code);
+            row["approval"] = json!(r.approval.map(|a| a.as_str()));
+            row["decided_by"] = json!(r.decided_by);
+            row["status"] = json!(r.status.as_str());
+            row["started_at_ms"] = json!(r.started_at_ms);
+            row["finished_at_ms"] = json!(r.finished_at_ms);
+            row["duration_us"] = json!(r.duration_us);
+            row
+        })
+        .collect();
+    let ledger: Vec<Value> = records
+        .ledger
+        .iter()
+        .filter(|e| filter.run.as_ref().is_none_or(|run| e.call.script_run_id.as_ref() == Some(run)))
+        .map(|e| {
+            let mut row = identity(&e.call);
+            row["approval_required"] = json!(e.approval_required);
+            row["state"] = json!(e.state.as_str());
+            row["started_at_ms"] = json!(e.started_at_ms);
+            row["settled_at_ms"] = json!(e.settled_at_ms);
+            row["outcome"] = json!(e.outcome.map(|o| o.as_str()));
+            row
+        })
+        .collect();
+    json!({"turn_id": turn_id, "audit": audit, "ledger": ledger})
+}

@@ -1,0 +1,254 @@
+//! `tether chat` and `tether ask`: the agent loop on the model the user
+//! names, over the configured tools, `run_script` and the peer agents. Every
+//! call the model makes, and every call its scripts and agent tools make,
+//! goes through the turn's one execution path (checks, approval, audit).
+
+use crate::turn::TurnSetup;
+use anyhow::Context;
+use serde_json::{Value, json};
+use std::io::Write;
+use std::sync::Arc;
+use tether_backend::SidecarClient;
+use tether_backend::agent::{AgentConfig, AgentEvent, AgentEventSink, AgentRun, AgentsConfig, NestedTurnSetup, PeerAgents};
+use tether_backend::tools::ToolSet;
+use tether_backend::turn::{ScriptTool, Turn, TurnBuilder};
+
+/// The agent a chat talks to when the command line names none and the
+/// config has several.
+pub const DEFAULT_AGENT: &str = "main";
+
+/// How the user names the model: an agent of the config file, or an
+/// endpoint given on the command line (which then joins the agents as
+/// [`DEFAULT_AGENT`]).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ModelChoice {
+    /// The agent of the config file (`[agents.<name>]`) to talk to
+    /// (default: `main`, or the only agent configured).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// An OpenAI-compatible endpoint's base URL, e.g.
+    /// `http://localhost:11434/v1`, instead of an agent of the file.
+    #[arg(long, env = "TETHER_MODEL_BASE_URL")]
+    pub base_url: Option<String>,
+    /// The model name at `--base-url`.
+    #[arg(long, env = "TETHER_MODEL", requires = "base_url")]
+    pub model: Option<String>,
+    /// The environment variable holding `--base-url`'s API key.
+    #[arg(long, default_value = "OPENAI_API_KEY", requires = "base_url")]
+    pub api_key_env: String,
+}
+
+impl ModelChoice {
+    /// The agent to talk to, and the agents with it (an endpoint given on
+    /// the command line is added as [`DEFAULT_AGENT`], replacing the file's).
+    ///
+    /// # Errors
+    /// What to pass when the choice is missing or names no configured agent.
+    pub fn resolve(&self, configured: &AgentsConfig) -> anyhow::Result<(String, AgentsConfig)> {
+        let mut agents = configured.clone();
+        if let Some(base_url) = &self.base_url {
+            let model = self.model.clone().context("--base-url needs --model (or TETHER_MODEL): the model's name")?;
+            let name = self.agent.clone().unwrap_or_else(|| DEFAULT_AGENT.to_owned());
+            let api_key_env = std::env::var_os(&self.api_key_env).is_some().then(|| self.api_key_env.clone());
+            let system_prompt = agents.agents.get(&name).and_then(|a| a.system_prompt.clone());
+            let tools = agents.agents.get(&name).map(|a| a.tools.clone()).unwrap_or_default();
+            agents.agents.insert(name.clone(), AgentConfig { base_url: base_url.clone(), model, api_key_env, system_prompt, tools });
+            return Ok((name, agents));
+        }
+        let names: Vec<&String> = agents.agents.keys().collect();
+        let name = match (&self.agent, names.as_slice()) {
+            (Some(name), _) if agents.agents.contains_key(name) => name.clone(),
+            (Some(name), _) => anyhow::bail!(
+                "no agent `{name}` in the config; configured: {}",
+                if names.is_empty() { "none".to_owned() } else { list(&names) }
+            ),
+            (None, []) => anyhow::bail!(
+                "no model to talk to: pass --base-url URL --model NAME (an OpenAI-compatible endpoint), \
+                 or add an `[agents.main]` section to the config (see examples/tether.toml)"
+            ),
+            (None, [only]) => (*only).clone(),
+            (None, _) if agents.agents.contains_key(DEFAULT_AGENT) => DEFAULT_AGENT.to_owned(),
+            (None, _) => anyhow::bail!("several agents are configured ({}): pick one with --agent NAME", list(&names)),
+        };
+        Ok((name, agents))
+    }
+}
+
+fn list(names: &[&String]) -> String {
+    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+}
+
+/// A conversation with one agent: each user message is one turn (its own
+/// id, limits and deadline) and the messages carry over between turns.
+pub struct Session {
+    agent: String,
+    peers: PeerAgents,
+    setup: TurnSetup,
+    tools: Arc<ToolSet>,
+    client: SidecarClient,
+    conversation: Vec<Value>,
+    id_prefix: String,
+    turns: u32,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("agent", &self.agent).field("turns", &self.turns).finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// A session with `agent` of `agents`; agent tools' nested turns get the
+    /// same tools, approver, audit store and events as the top-level turn.
+    ///
+    /// # Errors
+    /// If the `run_script` tool cannot be made.
+    pub fn new(
+        agent: String,
+        agents: AgentsConfig,
+        setup: TurnSetup,
+        tools: Arc<ToolSet>,
+        client: SidecarClient,
+        events: Arc<dyn AgentEventSink>,
+        id_prefix: String,
+    ) -> anyhow::Result<Session> {
+        let script = ScriptTool::new(client.clone()).into_tool()?;
+        let nested: NestedTurnSetup = {
+            let (setup, tools) = (setup.clone(), tools.clone());
+            Arc::new(move |_agent: &str, builder: TurnBuilder| setup.equip(builder, &tools, &script))
+        };
+        let peers = PeerAgents::new(agents, nested, events);
+        Ok(Session { agent, peers, setup, tools, client, conversation: Vec::new(), id_prefix, turns: 0 })
+    }
+
+    /// The agent talked to.
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    /// A new turn over the tools, `run_script` and this agent's agent tools.
+    fn turn(&mut self) -> anyhow::Result<Turn> {
+        self.turns += 1;
+        let id = format!("{}-{}", self.id_prefix, self.turns);
+        let agent_tools = self.peers.tools_for(Some(&self.agent))?;
+        Ok(self.setup.build(&id, &self.tools, self.client.clone(), agent_tools)?)
+    }
+
+    /// Sends `message` as the user and runs the turn to its answer or to the
+    /// limit that stopped it. An answered turn's messages join the
+    /// conversation; a failed one leaves it as it was (so the next message
+    /// does not resume half a turn).
+    ///
+    /// # Errors
+    /// If the agent or its turn cannot be set up (an unset key variable).
+    pub async fn send(&mut self, message: &str) -> anyhow::Result<(Turn, AgentRun)> {
+        let turn = self.turn()?;
+        let agent_loop = self.peers.agent_loop(&self.agent)?;
+        let mut conversation = self.conversation.clone();
+        conversation.push(json!({"role": "user", "content": message}));
+        let run = agent_loop.run(&turn, conversation).await;
+        if run.result.is_ok() {
+            self.conversation = run.messages.clone();
+        }
+        Ok((turn, run))
+    }
+}
+
+/// `tether ask`'s answer as JSON: the text or why there is none, the turn,
+/// every call (from the audit log) and the approval-required actions that
+/// may have run when there is no answer.
+///
+/// # Errors
+/// If the turn's audit log cannot be read.
+pub async fn ask_report(turn: &Turn, run: &AgentRun) -> anyhow::Result<Value> {
+    let calls: Vec<Value> = turn
+        .audit_log()
+        .await?
+        .iter()
+        .map(|row| {
+            json!({
+                "call_id": row.call.call_id,
+                "parent_call_id": row.call.parent_call_id,
+                "tool": row.call.tool,
+                "origin": row.call.origin,
+                "depth": row.call.depth,
+                "status": row.status.as_str(),
+                "code": row.code,
+            })
+        })
+        .collect();
+    let possibly: Vec<Value> = run
+        .possibly_executed
+        .iter()
+        .map(|e| json!({"call_id": e.call.call_id, "tool": e.call.tool, "args": e.call.args}))
+        .collect();
+    let (answer, error) = match &run.result {
+        Ok(text) => (Value::String(text.clone()), Value::Null),
+        Err(error) => (Value::Null, Value::String(error.to_string())),
+    };
+    Ok(json!({
+        "ok": run.result.is_ok(),
+        "answer": answer,
+        "error": error,
+        "turn_id": turn.id(),
+        "model_requests": run.model_requests,
+        "calls": calls,
+        "possibly_executed_approval_actions": possibly,
+    }))
+}
+
+/// Shows an agent turn live on stderr: the model's text as it streams, each
+/// tool call it makes, and nested agent turns, indented by depth. (The calls
+/// scripts make are shown by the turn's own events.)
+#[derive(Debug, Default)]
+pub struct LiveView {
+    /// Whether the last thing printed was streamed text without a newline.
+    mid_line: std::sync::Mutex<bool>,
+}
+
+impl LiveView {
+    fn line(&self, text: &str) {
+        let mut mid = self.mid_line.lock().unwrap_or_else(|p| p.into_inner());
+        let mut err = std::io::stderr().lock();
+        if *mid {
+            let _ = writeln!(err);
+            *mid = false;
+        }
+        let _ = writeln!(err, "{text}");
+    }
+
+    /// Ends streamed text with a newline, if it is mid-line.
+    pub fn finish_line(&self) {
+        let mut mid = self.mid_line.lock().unwrap_or_else(|p| p.into_inner());
+        if *mid {
+            let _ = writeln!(std::io::stderr());
+            *mid = false;
+        }
+    }
+}
+
+impl AgentEventSink for LiveView {
+    fn emit(&self, event: &AgentEvent) {
+        match event {
+            AgentEvent::ModelRequest { .. } => {}
+            AgentEvent::Token { text, .. } => {
+                let mut mid = self.mid_line.lock().unwrap_or_else(|p| p.into_inner());
+                let mut err = std::io::stderr().lock();
+                let _ = write!(err, "{text}");
+                let _ = err.flush();
+                *mid = !text.ends_with('\n');
+            }
+            AgentEvent::ToolCallStarted { call_id, tool, depth, .. } => {
+                self.line(&format!("{}⇢ model calls {tool} ({call_id})", "    ".repeat(*depth as usize)));
+            }
+            AgentEvent::ToolCallFinished { .. } => {}
+            AgentEvent::NestedTurnStarted { agent, depth, .. } => {
+                self.line(&format!("{}⇢ agent `{agent}` starts a turn", "    ".repeat(depth.saturating_sub(1) as usize)));
+            }
+            AgentEvent::NestedTurnFinished { agent, answered, .. } => {
+                let how = if *answered { "answered" } else { "gave no answer" };
+                self.line(&format!("  ⇠ agent `{agent}` {how}"));
+            }
+        }
+    }
+}

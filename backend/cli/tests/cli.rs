@@ -1,0 +1,284 @@
+//! The `tether` binary as a user runs it: `ask`, `audit`, `stubs` and `chat`
+//! (in tmux, an approval answered at the prompt) against a fake
+//! OpenAI-compatible server on loopback, an embedded sidecar and a SQLite
+//! audit store.
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+use tether_tests::fake_model::{FakeModel, Reply, call};
+
+const TETHER: &str = env!("CARGO_BIN_EXE_tether");
+
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn store(&self) -> String {
+        format!("sqlite:{}", self.path("audit.db").display())
+    }
+
+    /// `tether ARGS` with this scratch's audit store and demo database.
+    fn tether(&self, args: &[&str]) -> Output {
+        let output = Command::new(TETHER)
+            .args(["--audit-store", &self.store(), "--demo-db"])
+            .arg(self.path("demo.db"))
+            .args(args)
+            .env_remove("TETHER_DEMO_DB")
+            .env_remove("TETHER_MODEL_BASE_URL")
+            .env_remove("TETHER_MODEL")
+            .output()
+            .unwrap();
+        output
+    }
+}
+
+fn stdout_json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// A config over the demo world's database plus two peer agents.
+fn config_with_agents(scratch: &Scratch, main: &FakeModel, helper: &FakeModel) -> PathBuf {
+    let demo = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo.toml")).unwrap();
+    let text = format!(
+        "{demo}\n[turn]\nmax_depth = 3\ndeadline = \"60s\"\n\n\
+         [agents.main]\nbase_url = \"{}\"\nmodel = \"fake-main\"\n\n\
+         [agents.helper]\nbase_url = \"{}\"\nmodel = \"fake-helper\"\nsystem_prompt = \"You summarise.\"\n\n\
+         [[agent_tools]]\nagent = \"helper\"\ndescription = \"Summarises a text.\"\n",
+        main.base_url, helper.base_url
+    );
+    let path = scratch.path("tether.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_runs_the_model_s_script_and_agent_calls_through_the_turn_and_audit_shows_the_tree() {
+    let scratch = Scratch::new();
+    let helper = FakeModel::start(vec![Reply::Echo("summary: ".into())]).await;
+    let script = "issues = unwrap(list_issues(opened_after='2026-01-01'))\n\
+                  s = agent_helper(request=f'{len(issues)} issues')\n\
+                  m = send_email(to='a@example.com', subject='s', body='b')\n\
+                  [s['value'] if s['ok'] else s['error'], m['ok'], m['error']['code'] if not m['ok'] else None]";
+    let main = FakeModel::start(vec![
+        call("c1", "run_script", json!({"code": script})),
+        call("c2", "get_contract", json!({"customer_id": "nope"})),
+        Reply::Text("Done: one summary, the email was refused.".into()),
+    ])
+    .await;
+    let config = config_with_agents(&scratch, &main, &helper);
+
+    // Blocking in place: the fake models answer on the other worker.
+    let output = tokio::task::block_in_place(|| {
+        scratch.tether(&["--approval", "deny", "ask", "What happened?", "--config", config.to_str().unwrap()])
+    });
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report = stdout_json(&output);
+    assert_eq!(report["answer"], "Done: one summary, the email was refused.", "{report}");
+    assert_eq!(report["model_requests"], 3);
+    let ran = main.tool_result(1, "c1");
+    let [summary, sent, code] = ran["value"]["result"].as_array().unwrap_or_else(|| panic!("{ran}")).clone().try_into().unwrap();
+    assert!(summary.as_str().is_some_and(|s| s.starts_with("summary: ")), "the helper's text reached the script: {ran}");
+    assert_eq!((sent, code), (json!(false), json!("approval_denied")));
+    assert_eq!(main.tools_offered(0), ["list_issues", "get_contract", "send_email", "run_script", "agent_helper"]);
+    assert_eq!(helper.requests()[0]["model"], "fake-helper");
+
+    // The calls of the turn, as `ask` reports them and as `audit` reads them back.
+    let turn = report["turn_id"].as_str().unwrap().to_owned();
+    let tools: Vec<(&str, u64)> =
+        report["calls"].as_array().unwrap().iter().map(|c| (c["tool"].as_str().unwrap(), c["depth"].as_u64().unwrap())).collect();
+    for expected in [("run_script", 0), ("list_issues", 1), ("agent_helper", 1), ("send_email", 1), ("get_contract", 0)] {
+        assert!(tools.contains(&expected), "{expected:?} in {tools:?}");
+    }
+
+    let text = scratch.tether(&["audit", "--turn", &turn]);
+    assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
+    let text = String::from_utf8(text.stdout).unwrap();
+    let line_of = |needle: &str| text.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle} in\n{text}"));
+    let indent = |line: &str| line.len() - line.trim_start().len();
+    assert!(indent(line_of(" list_issues (script)")) > indent(line_of("c1 run_script (model)")), "{text}");
+    assert!(line_of(" send_email (script)").contains("`approval_denied`"), "{text}");
+    assert!(line_of(" send_email (script)").contains("approval denied by"), "{text}");
+
+    let denied = stdout_json(&scratch.tether(&["audit", "--turn", &turn, "--code", "approval_denied", "--json"]));
+    let rows = denied["audit"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{denied}");
+    assert_eq!((rows[0]["tool"].as_str(), rows[0]["origin"].as_str()), (Some("send_email"), Some("script")));
+    let run_id = rows[0]["script_run_id"].as_str().unwrap().to_owned();
+    let of_run = stdout_json(&scratch.tether(&["audit", "--turn", &turn, "--run", &run_id, "--json"]));
+    let of_run: Vec<&str> = of_run["audit"].as_array().unwrap().iter().map(|r| r["tool"].as_str().unwrap()).collect();
+    assert_eq!(of_run.len(), 3, "the script's three calls: {of_run:?}");
+    assert!(!of_run.contains(&"run_script") && !of_run.contains(&"get_contract"), "{of_run:?}");
+
+    let missing = scratch.tether(&["audit", "--turn", "no-such-turn"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no rows for turn `no-such-turn`"));
+}
+
+#[test]
+fn ask_without_a_model_says_how_to_name_one_and_an_unreachable_model_is_no_answer() {
+    let scratch = Scratch::new();
+    let none = scratch.tether(&["ask", "hi"]);
+    assert!(!none.status.success());
+    let said = String::from_utf8_lossy(&none.stderr);
+    assert!(said.contains("--base-url") && said.contains("[agents.main]"), "{said}");
+
+    // Port 1: nothing listens. The turn ends without an answer, as JSON.
+    let gone = scratch.tether(&["ask", "hi", "--base-url", "http://127.0.0.1:1/v1", "--model", "m"]);
+    assert!(!gone.status.success());
+    let report = stdout_json(&gone);
+    assert_eq!(report["ok"], false);
+    assert!(report["error"].as_str().unwrap().contains("127.0.0.1:1"), "{report}");
+}
+
+#[test]
+fn stubs_print_the_python_api_of_the_configured_tools_and_agent_tools() {
+    let scratch = Scratch::new();
+    let demo = scratch.tether(&["stubs"]);
+    assert!(demo.status.success(), "{}", String::from_utf8_lossy(&demo.stderr));
+    let stubs = String::from_utf8(demo.stdout).unwrap();
+    for def in ["def list_issues(", "def get_contract(", "def send_email("] {
+        assert!(stubs.contains(def), "{def} in\n{stubs}");
+    }
+    assert!(!stubs.contains("def run_script("), "a script cannot start scripts:\n{stubs}");
+    assert!(!stubs.contains("def agent_"), "no agent tools unless an agent is named:\n{stubs}");
+
+    let path = scratch.path("agents.toml");
+    std::fs::write(
+        &path,
+        "[agents.main]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n\
+         [agents.Billing-Desk]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n\
+         [[agent_tools]]\nagent = \"Billing-Desk\"\ndescription = \"Answers billing questions.\"\n",
+    )
+    .unwrap();
+    let as_main = scratch.tether(&["stubs", "--config", path.to_str().unwrap(), "--agent", "main"]);
+    assert!(as_main.status.success(), "{}", String::from_utf8_lossy(&as_main.stderr));
+    let stubs = String::from_utf8(as_main.stdout).unwrap();
+    assert!(stubs.contains("def agent_billing_desk(") && stubs.contains("request: str"), "{stubs}");
+    assert!(stubs.contains("Answers billing questions."), "{stubs}");
+    let as_itself = scratch.tether(&["stubs", "--config", path.to_str().unwrap(), "--agent", "Billing-Desk"]);
+    assert!(!String::from_utf8(as_itself.stdout).unwrap().contains("def agent_billing_desk("), "never itself");
+}
+
+#[test]
+fn a_mistake_in_the_agents_section_is_reported_with_its_key() {
+    let scratch = Scratch::new();
+    let path = scratch.path("bad.toml");
+    std::fs::write(&path, "[agents.main]\nbase_url = \"http://x/v1\"\nmodle = \"m\"\n").unwrap();
+    let output = scratch.tether(&["ask", "hi", "--config", path.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("`agents.main.modle`: unknown key; did you mean `model`?"), "{said}");
+}
+
+/// A tmux session running `tether chat`, read through `capture-pane`.
+struct Tmux {
+    name: String,
+}
+
+impl Tmux {
+    fn start(name: &str, command: &str) -> Tmux {
+        let status = Command::new("tmux")
+            .args(["new-session", "-d", "-s", name, "-x", "220", "-y", "60", command])
+            .status()
+            .expect("tmux is installed by ./x test's setup");
+        assert!(status.success());
+        Tmux { name: name.to_owned() }
+    }
+
+    fn screen(&self) -> String {
+        let output = Command::new("tmux").args(["capture-pane", "-p", "-J", "-S", "-200", "-t", &self.name]).output().unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn type_line(&self, text: &str) {
+        assert!(Command::new("tmux").args(["send-keys", "-t", &self.name, "-l", text]).status().unwrap().success());
+        assert!(Command::new("tmux").args(["send-keys", "-t", &self.name, "Enter"]).status().unwrap().success());
+    }
+
+    /// Waits until the screen shows `text` (at most 60 s: the first run
+    /// compiles the guest into the cache).
+    async fn wait_for(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "`{text}` never appeared; the screen:\n{screen}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["kill-session", "-t", &self.name]).status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
+    let scratch = Scratch::new();
+    let script = "r = send_email(to='dana@example.com', subject='Contract ended', body='Hello')\nr['ok']";
+    let model = FakeModel::start(vec![
+        call("c1", "run_script", json!({"code": script})),
+        Reply::Text("The email to dana went out.".into()),
+        Reply::Echo("you said: ".into()),
+    ])
+    .await;
+    let command = format!(
+        "{TETHER} --audit-store {} --demo-db {} chat --base-url {} --model fake; echo tether-exited-$?; sleep 30",
+        scratch.store(),
+        scratch.path("demo.db").display(),
+        model.base_url
+    );
+    let tmux = Tmux::start(&format!("tether-chat-{}", std::process::id()), &command);
+    tmux.wait_for("you> ").await;
+    tmux.type_line("Email dana that her contract ended.");
+    let screen = tmux.wait_for("approve? [y/N]").await;
+    assert!(screen.contains("approval needed: `send_email`") && screen.contains("\"to\": \"dana@example.com\""), "{screen}");
+    tmux.type_line("y");
+    let screen = tmux.wait_for("The email to dana went out.").await;
+    assert!(screen.contains("⇢ model calls run_script (c1)"), "the live view shows the model's call:\n{screen}");
+    assert!(screen.contains("send_email"), "and the script's nested call:\n{screen}");
+    // The conversation carries over: the second message is the next turn.
+    tmux.wait_for("you> ").await;
+    tmux.type_line("thanks");
+    tmux.wait_for("you said: thanks").await;
+    tmux.type_line("/exit");
+    let screen = tmux.wait_for("tether-exited-").await;
+    assert!(screen.contains("tether-exited-0"), "{screen}");
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let history = requests[2]["messages"].as_array().unwrap();
+    assert!(history.iter().any(|m| m["content"] == "Email dana that her contract ended."), "the first turn is remembered");
+    assert_eq!(model.tool_result(1, "c1")["value"]["result"], true, "the approved email was sent");
+
+    // The approval and the email are on record: the audit log and the outbox.
+    let turn = screen
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("chat-").and_then(|rest| rest.strip_suffix(':')).filter(|rest| rest.ends_with("-1")).map(|rest| format!("chat-{rest}")))
+        .unwrap_or_else(|| panic!("the first turn's id on screen:\n{screen}"));
+    let rows = stdout_json(&tokio::task::block_in_place(|| scratch.tether(&["audit", "--turn", &turn, "--json"])));
+    let sent = rows["audit"].as_array().unwrap().iter().find(|r| r["tool"] == "send_email").unwrap().clone();
+    assert_eq!((sent["approval"].as_str(), sent["decided_by"].as_str()), (Some("approved"), Some("terminal")), "{sent}");
+    assert_eq!(rows["ledger"][0]["state"], "settled", "{rows}");
+}
