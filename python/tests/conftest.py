@@ -20,6 +20,14 @@ except ImportError as error:  # pragma: no cover - only without the build
     raise pytest.UsageError(f"the `tether` package is not installed ({error}); {HOW}") from error
 
 
+def cli_binary() -> Path:
+    """The `tether` command cargo built (`./x test` builds it before pytest)."""
+    path = Path(os.environ.get("TETHER_CLI_BIN") or REPO / "target" / "debug" / "tether")
+    if not path.is_file():
+        pytest.fail(f"no `tether` binary at `{path}`; {HOW}")
+    return path
+
+
 def sidecar_binary() -> Path:
     """The `tether-sidecar` that `cargo test` built."""
     path = Path(os.environ.get("TETHER_SIDECAR_BIN") or REPO / "target" / "debug" / "tether-sidecar")

@@ -17,7 +17,7 @@ from typing import List
 import pytest
 
 import tether
-from conftest import HOW
+from conftest import HOW, cli_binary
 from world import DEMO_INPUT, World, demo_script, expected
 
 READER = """
@@ -65,6 +65,25 @@ async def test_postgres_rows_written_from_python_are_read_back_by_the_rust_libra
     turn_id = f"py-audit-{uuid.uuid4()}"
     written = await run_demo(url, turn_id)
     assert_same_rows(written, read_elsewhere(url, turn_id))
+
+
+async def test_rows_written_from_python_are_shown_by_tether_audit(tmp_path: Path) -> None:
+    db = tmp_path / "audit.db"
+    written = await run_demo(f"sqlite:{db}", "py-audit-cli")
+    command = [str(cli_binary()), "audit", "--audit-store", f"sqlite:{db}", "--turn", "py-audit-cli"]
+    shown = json.loads(subprocess.run([*command, "--json"], check=True, capture_output=True, text=True).stdout)
+    assert [(r["call_id"], r["tool"], r["status"], r["approval"]) for r in shown["audit"]] == [
+        (r.call_id, r.tool, r.status, r.approval) for r in written
+    ]
+    emailed = [r for r in shown["ledger"] if r["tool"] == "send_email"]
+    assert emailed and all(r["state"] == "settled" for r in emailed)
+    # As text: the script's calls indented under the run_script call.
+    text = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    lines = text.splitlines()
+    run_line = next(line for line in lines if " run_script (model)" in line)
+    call_line = next(line for line in lines if " list_issues (script)" in line)
+    indent = lambda line: len(line) - len(line.lstrip())  # noqa: E731
+    assert indent(call_line) > indent(run_line), text
 
 
 async def test_a_bad_store_url_says_which_forms_work() -> None:

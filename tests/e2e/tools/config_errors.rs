@@ -54,4 +54,10 @@ fn the_complete_example_loads() {
     let config = Config::load(&example, &vars).unwrap_or_else(|e| panic!("{e}"));
     assert!(config.tool_names().len() >= 4, "every built-in kind: {:?}", config.tool_names());
     assert!(!config.server_names().is_empty());
+    assert_eq!(config.turn.deadline, Some(std::time::Duration::from_secs(600)));
+    let agents = &config.agents;
+    assert_eq!(agents.agents.keys().collect::<Vec<_>>(), ["billing", "main"]);
+    let offered = |caller| tether_backend::agent::effective_agent_tools(agents, Some(caller));
+    assert_eq!(offered("main").iter().map(|e| e.agent.as_str()).collect::<Vec<_>>(), ["billing"], "never itself");
+    assert!(offered("billing").is_empty(), "billing's own entry disables main; itself removed");
 }
