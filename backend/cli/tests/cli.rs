@@ -2,6 +2,7 @@
 //! (in tmux, an approval answered at the prompt) against a fake
 //! OpenAI-compatible server on loopback, an embedded sidecar and a SQLite
 //! audit store.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -30,7 +31,7 @@ impl Scratch {
 
     /// `tether ARGS` with this scratch's audit store and demo database.
     fn tether(&self, args: &[&str]) -> Output {
-        let output = Command::new(TETHER)
+        Command::new(TETHER)
             .args(["--audit-store", &self.store(), "--demo-db"])
             .arg(self.path("demo.db"))
             .args(args)
@@ -38,8 +39,7 @@ impl Scratch {
             .env_remove("TETHER_MODEL_BASE_URL")
             .env_remove("TETHER_MODEL")
             .output()
-            .unwrap();
-        output
+            .unwrap()
     }
 }
 
