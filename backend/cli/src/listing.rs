@@ -1,7 +1,9 @@
 //! `tether tools`: each tool of a tool set with where it comes from and the
-//! metadata the turn decides by, then each MCP server's state.
+//! metadata the turn decides by, then each MCP server's state, then the
+//! agents and the agent tools each is offered.
 
 use std::fmt::Write;
+use tether_backend::agent::{AgentsConfig, agent_tool_name, effective_agent_tools};
 use tether_backend::tools::{ServerStatus, ToolSet};
 use tether_backend::turn::{ApprovalRequirement, RepeatRule, ToolMeta, ToolReplay};
 
@@ -66,6 +68,23 @@ pub fn render(origin: &std::path::Path, tools: &ToolSet, servers: &[ServerStatus
     out
 }
 
+/// The configured agents: each one's model and endpoint, and the agent
+/// tools it is offered (seed 001's merge applied). Empty without agents.
+pub fn render_agents(agents: &AgentsConfig) -> String {
+    let mut out = String::new();
+    if agents.agents.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "agents:");
+    for (name, agent) in &agents.agents {
+        let offered: Vec<String> =
+            effective_agent_tools(agents, Some(name)).iter().map(|entry| agent_tool_name(&entry.agent)).collect();
+        let offered = if offered.is_empty() { "none".to_owned() } else { offered.join(", ") };
+        let _ = writeln!(out, "  {name}: `{}` at {}; agent tools offered: {offered}", agent.model, agent.base_url);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +101,25 @@ mod tests {
         assert_eq!(describe_meta(&meta), "requires approval, has effects, replay-safe, timeout 1500ms");
         let read = ToolMeta { read_only: true, concurrency_safe: true, ..ToolMeta::default() };
         assert_eq!(describe_meta(&read), "read-only, concurrent");
+    }
+
+    #[test]
+    fn each_agent_is_listed_with_the_agent_tools_it_is_offered() {
+        use tether_backend::agent::{AgentConfig, AgentToolEntry};
+        let agent = |model: &str| AgentConfig {
+            base_url: "http://localhost:11434/v1".into(),
+            model: model.into(),
+            api_key_env: None,
+            system_prompt: None,
+            tools: vec![],
+        };
+        let config = AgentsConfig {
+            agents: [("main".to_owned(), agent("m1")), ("Billing Desk".to_owned(), agent("m2"))].into(),
+            agent_tools: vec![AgentToolEntry::new("Billing Desk", "Billing."), AgentToolEntry::new("main", "Support.")],
+        };
+        let text = render_agents(&config);
+        assert!(text.contains("  main: `m1` at http://localhost:11434/v1; agent tools offered: agent_billing_desk\n"), "{text}");
+        assert!(text.contains("  Billing Desk: `m2` at http://localhost:11434/v1; agent tools offered: agent_main\n"), "{text}");
+        assert_eq!(render_agents(&AgentsConfig::default()), "");
     }
 }

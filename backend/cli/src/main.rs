@@ -282,6 +282,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let source = Source::load(config.clone(), cli.demo_db.clone())?;
             let tools = ToolSet::start(&source.config).await?;
             print!("{}", listing::render(&source.config.path, &tools, &tools.servers().await));
+            print!("{}", listing::render_agents(&source.config.agents));
             tools.shutdown().await;
             source.finish(false)
         }
