@@ -267,13 +267,23 @@ fn turn_id(kind: &str) -> String {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let telemetry = cli.telemetry.config("tether-backend", "warn").init()?;
-    let outcome = run(cli).await;
-    // The turn's spans (and an embedded sidecar's) are sent before exiting.
-    telemetry.shutdown().await;
-    outcome
+    let outcome = async {
+        let telemetry = cli.telemetry.config("tether-backend", "warn").init()?;
+        let outcome = run(cli).await;
+        // The turn's spans (and an embedded sidecar's) are sent before exiting.
+        telemetry.shutdown().await;
+        outcome
+    }
+    .await;
+    if let Err(error) = &outcome {
+        eprintln!("Error: {error:?}");
+    }
+    // Exit here rather than by dropping the runtime: `chat` may leave a
+    // blocking read of the terminal behind (Ctrl-C at the prompt), which the
+    // runtime would wait for.
+    std::process::exit(if outcome.is_ok() { 0 } else { 1 })
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -368,7 +378,13 @@ async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -> an
         backend.tools.tools().len(),
         backend.address
     );
-    while let Some(line) = terminal.read_line("\nyou> ").await? {
+    loop {
+        // Ctrl-C at the prompt ends the chat; during a turn it cancels the turn.
+        let line = tokio::select! {
+            line = terminal.read_line("\nyou> ") => line?,
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let Some(line) = line else { break };
         let message = line.trim();
         if message.is_empty() {
             continue;
@@ -377,7 +393,16 @@ async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -> an
             break;
         }
         eprint!("{}> ", session.agent());
-        let (turn, run) = session.send(message).await?;
+        let (turn, run) = tokio::select! {
+            sent = session.send(message) => sent?,
+            _ = tokio::signal::ctrl_c() => {
+                // Dropping the turn's future ends its calls in flight (a script
+                // run ends with its stream); each still gets its audit row.
+                live.finish_line();
+                eprintln!("(cancelled; the conversation is as it was before this message)");
+                continue;
+            }
+        };
         live.finish_line();
         match &run.result {
             Ok(_) => {}

@@ -241,6 +241,7 @@ async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
         call("c1", "run_script", json!({"code": script})),
         Reply::Text("The email to dana went out.".into()),
         Reply::Echo("you said: ".into()),
+        Reply::Hang,
     ])
     .await;
     let command = format!(
@@ -262,12 +263,21 @@ async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
     tmux.wait_for("you> ").await;
     tmux.type_line("thanks");
     tmux.wait_for("you said: thanks").await;
+    // A turn that hangs is cancelled with Ctrl-C, and the chat goes on.
+    tmux.type_line("wait forever");
+    let asked = Instant::now();
+    while model.requests().len() < 4 {
+        assert!(asked.elapsed() < Duration::from_secs(60), "the fourth message never reached the model");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(Command::new("tmux").args(["send-keys", "-t", &tmux.name, "C-c"]).status().unwrap().success());
+    tmux.wait_for("(cancelled; the conversation is as it was").await;
     tmux.type_line("/exit");
     let screen = tmux.wait_for("tether-exited-").await;
     assert!(screen.contains("tether-exited-0"), "{screen}");
 
     let requests = model.requests();
-    assert_eq!(requests.len(), 3);
+    assert_eq!(requests.len(), 4);
     let history = requests[2]["messages"].as_array().unwrap();
     assert!(history.iter().any(|m| m["content"] == "Email dana that her contract ended."), "the first turn is remembered");
     assert_eq!(model.tool_result(1, "c1")["value"]["result"], true, "the approved email was sent");
