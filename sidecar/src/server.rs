@@ -40,7 +40,7 @@ pub enum SidecarError {
     Loader(std::io::Error),
     /// The thread that gives memory back when the sidecar is idle could not
     /// start.
-    #[error("failed to start the thread that gives memory back when the sidecar is idle: {0}; set `idle_release` to zero to go without it")]
+    #[error("failed to start the thread that gives memory back when the sidecar is idle: {0}; pass `--idle-release-seconds 0` (`SidecarConfig::idle_release` zero) to go without it")]
     IdleRelease(std::io::Error),
     /// The gRPC server failed.
     #[error("the gRPC server failed: {0}")]
