@@ -1,6 +1,7 @@
 //! `tether-bench load`: many concurrent runs, each making many calls, over
 //! real gRPC against a real sidecar process; counts errors and compares the
-//! sidecar's resident memory before, at the peak, and after.
+//! sidecar's resident memory before, at the peak, after, and after an idle
+//! wait (`--idle-seconds`, past the sidecar's `--idle-release-seconds`).
 
 use crate::process::{Echo, ProcSample, SidecarProcess, drift, sidecar_binary};
 use anyhow::Context;
@@ -34,6 +35,11 @@ pub(crate) struct Args {
     /// (repeatable).
     #[arg(long = "sidecar-arg", allow_hyphen_values = true)]
     sidecar_args: Vec<String>,
+    /// After the last round, wait this long with no run in flight and look
+    /// at the sidecar's RSS again (past `--idle-release-seconds`, the
+    /// sidecar gives its instance pool back). 0: don't wait.
+    #[arg(long, default_value_t = 0.0)]
+    idle_seconds: f64,
 }
 
 /// Runs the load once and prints errors and RSS.
@@ -95,6 +101,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         afters.push(after);
     }
     report_rss(&before, &afters);
+    if args.idle_seconds > 0.0 {
+        let idle = Duration::try_from_secs_f64(args.idle_seconds).context("--idle-seconds must be a positive number")?;
+        after_idle(&sidecar, &clients[0], idle, before).await?;
+    }
     anyhow::ensure!(failed == 0, "{failed} runs failed");
     Ok(())
 }
@@ -140,6 +150,35 @@ async fn one_round(
     sampler.abort();
     let peak = *peak.lock().map_err(|_| anyhow::anyhow!("the sampler panicked"))?;
     Ok((errors, elapsed, peak))
+}
+
+/// Waits `idle` with no run in flight, then reports the sidecar's RSS against
+/// the baseline, and times the first trivial runs after the wait: past
+/// `--idle-release-seconds` the first takes a cold pool slot.
+async fn after_idle(sidecar: &SidecarProcess, client: &SidecarClient, idle: Duration, before: ProcSample) -> anyhow::Result<()> {
+    tokio::time::sleep(idle).await;
+    let idle_sample = sidecar.sample()?;
+    let drift_from_baseline = drift(before.rss_kib, idle_sample.rss_kib);
+    let verdict = if drift_from_baseline <= 10.0 { "within" } else { "NOT within" };
+    println!("sidecar after {:.0} s idle: {idle_sample}", idle.as_secs_f64());
+    println!("RSS after the idle wait vs before: {drift_from_baseline:+.1}% ({verdict} 10% of the baseline)");
+    let trivial = Value::from(2);
+    let mut times = Vec::new();
+    for i in 0..21 {
+        let started = Instant::now();
+        one_run(client, &format!("after-idle-{i}"), "1 + 1", &trivial).await?;
+        times.push(started.elapsed());
+    }
+    let first = times.remove(0);
+    times.sort();
+    println!(
+        "trivial run after the idle wait: first {:.2} ms, median of the next {} {:.2} ms; then {}",
+        first.as_secs_f64() * 1e3,
+        times.len(),
+        times[times.len() / 2].as_secs_f64() * 1e3,
+        sidecar.sample()?
+    );
+    Ok(())
 }
 
 /// RSS after the last round against the baseline, and against the first

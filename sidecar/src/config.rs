@@ -116,6 +116,15 @@ pub struct SidecarConfig {
     /// at once at the peak. 0 returns every slot's memory to the kernel.
     /// Default 8 MiB.
     pub pool_keep_resident_bytes: usize,
+    /// After this long with no run in flight, a sidecar whose instance pool
+    /// holds more warm slots than it has execution slots (what a burst
+    /// leaves) gives the pool back: it builds its engine again from the
+    /// compile cache and drops the old one, whose memory, tables and fiber
+    /// stacks are unmapped, and returns malloc's free memory to the kernel.
+    /// The next runs then take cold slots (a page fault per page first
+    /// touched). Runs that keep coming never see it. `Duration::ZERO`:
+    /// never. Default 30 s.
+    pub idle_release: Duration,
     /// Where compiled guests are cached across restarts. `None`: the user
     /// cache directory (`$XDG_CACHE_HOME/tether`, else `~/.cache/tether`).
     pub cache_dir: Option<PathBuf>,
@@ -146,6 +155,7 @@ impl Default for SidecarConfig {
             max_queued_runs: 1024,
             total_memory_bytes: 8 << 30,
             pool_keep_resident_bytes: 8 << 20,
+            idle_release: Duration::from_secs(30),
             cache_dir: None,
             extra_runtimes: Vec::new(),
             access: Access::default(),

@@ -55,7 +55,10 @@ pub enum EngineError {
 
 /// wasmtime, configured once, with every runtime compiled and linked.
 pub(crate) struct SandboxEngine {
+    engine: Engine,
     runtimes: BTreeMap<String, InstancePre<RunState>>,
+    /// Every runtime's compiled form is in the compile cache.
+    cached: bool,
 }
 
 impl std::fmt::Debug for SandboxEngine {
@@ -79,14 +82,29 @@ impl SandboxEngine {
 
         let cache_dir = cache_dir(config);
         let mut runtimes = BTreeMap::new();
+        let mut cached = true;
         for (name, wasm) in guests(config) {
             let guest_error = |source| EngineError::Guest { runtime: name.clone(), source };
-            let module = module_cache::load_or_compile(&engine, &cache_dir, &name, wasm).map_err(guest_error)?;
-            let pre = linker.instantiate_pre(&module).map_err(guest_error)?;
+            let loaded = module_cache::load_or_compile(&engine, &cache_dir, &name, wasm).map_err(guest_error)?;
+            cached &= loaded.cached;
+            let pre = linker.instantiate_pre(&loaded.module).map_err(guest_error)?;
             runtimes.insert(name, pre);
         }
         spawn_epoch_ticker(&engine).map_err(EngineError::Ticker)?;
-        Ok(SandboxEngine { runtimes })
+        Ok(SandboxEngine { engine, runtimes, cached })
+    }
+
+    /// True when every runtime is in the compile cache, so that building
+    /// this engine again loads them in milliseconds instead of compiling.
+    pub(crate) fn cached(&self) -> bool {
+        self.cached
+    }
+
+    /// Instance-pool slots that were used and are free now: each keeps up to
+    /// `pool_keep_resident_bytes` of memory resident, plus its table and
+    /// fiber stack, until this engine is dropped.
+    pub(crate) fn warm_pool_slots(&self) -> u32 {
+        self.engine.pooling_allocator_metrics().map_or(0, |pool| pool.unused_warm_memories())
     }
 
     /// The linked runtime for a `Start.language`, if the sidecar has it.

@@ -6,6 +6,7 @@
 //! - `embedded`: a sidecar served inside the backend's own process, on loopback
 //! - `lifecycle`: loading → ready → draining → stopped; owns the run tasks
 //! - `loader`: the engine, built at once or on a background thread
+//! - `idle`: gives the instance pool and malloc's free memory back once the sidecar is idle
 //! - `signals`: SIGTERM and SIGINT, which drain the sidecar
 //! - `health`: `grpc.health.v1`: readiness and liveness from the phase
 //! - `metrics`, `metrics_endpoint`: every Prometheus metric; `GET /metrics`
@@ -36,6 +37,7 @@ mod error;
 pub mod fuzzing;
 mod harden;
 mod health;
+mod idle;
 mod lifecycle;
 mod loader;
 mod memory;

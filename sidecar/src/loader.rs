@@ -67,6 +67,21 @@ impl EngineCell {
         Ok(())
     }
 
+    /// Puts `engine` in place of a ready engine and returns the one it
+    /// replaces; runs admitted before keep the one they took until they end.
+    /// Does nothing (and returns `None`) unless an engine is ready.
+    pub(crate) fn replace(&self, engine: SandboxEngine) -> Option<Arc<SandboxEngine>> {
+        let mut old = None;
+        self.state.send_if_modified(|state| match state {
+            EngineState::Ready(current) => {
+                old = Some(std::mem::replace(current, Arc::new(engine)));
+                true
+            }
+            EngineState::Loading | EngineState::Failed(_) => false,
+        });
+        old
+    }
+
     /// The engine's state now.
     pub(crate) fn state(&self) -> EngineState {
         self.state.borrow().clone()

@@ -95,6 +95,11 @@ struct Args {
     /// fresh instances; 0 gives it back to the kernel after every run).
     #[arg(long, default_value_t = defaults().pool_keep_resident_bytes >> 10)]
     pool_keep_resident_kib: usize,
+    /// After this many seconds with no run in flight, give the instance
+    /// pool's memory back to the kernel if a burst left more warm slots than
+    /// --slots (the next runs take cold slots); 0: never.
+    #[arg(long, env = "TETHER_IDLE_RELEASE_SECONDS", default_value_t = defaults().idle_release.as_secs_f64())]
+    idle_release_seconds: f64,
     /// stdout + stderr bytes kept per run.
     #[arg(long, default_value_t = defaults().limits.output_bytes)]
     output_bytes: u64,
@@ -207,6 +212,8 @@ fn main() -> anyhow::Result<()> {
         max_queued_runs: args.max_queued_runs,
         total_memory_bytes: args.total_memory_mib << 20,
         pool_keep_resident_bytes: args.pool_keep_resident_kib << 10,
+        idle_release: Duration::try_from_secs_f64(args.idle_release_seconds)
+            .context("--idle-release-seconds must be 0 (never) or a positive number")?,
         cache_dir: args.cache_dir.clone(),
         access: access(&args)?,
         keepalive_interval: Duration::try_from_secs_f64(args.keepalive_interval_seconds)

@@ -76,6 +76,7 @@ pub(crate) struct Metrics {
     cap_refusals: Family<CodeLabel, Counter>,
     run_duration: Histogram,
     call_round_trip: Histogram,
+    pool_releases: Counter,
     slots_total: Gauge,
     slots_in_use: Gauge,
     runs_live: Gauge,
@@ -126,6 +127,12 @@ impl Metrics {
             "Time from a `ToolCall` sent to its `ToolResult` received (checks, approval and the tool itself)",
             call_round_trip.clone(),
         );
+        let pool_releases = Counter::default();
+        registry.register(
+            "pool_releases",
+            "Times the sidecar, idle for `--idle-release-seconds`, gave its instance pool's memory back to the kernel",
+            pool_releases.clone(),
+        );
         let gauge = |registry: &mut Registry, name: &str, help: &str| {
             let gauge = Gauge::default();
             registry.register(name, help, gauge.clone());
@@ -147,6 +154,7 @@ impl Metrics {
             cap_refusals,
             run_duration,
             call_round_trip,
+            pool_releases,
             slots_total,
             slots_in_use,
             runs_live,
@@ -202,6 +210,11 @@ impl Metrics {
         if let Some(round_trip) = round_trip {
             self.call_round_trip.observe(round_trip.as_secs_f64());
         }
+    }
+
+    /// The idle sidecar gave its instance pool back (see `idle.rs`).
+    pub(crate) fn pool_released(&self) {
+        self.pool_releases.inc();
     }
 
     /// Every metric in the Prometheus text format, with the gauges set from

@@ -29,23 +29,37 @@ pub fn default_cache_dir() -> PathBuf {
     std::env::temp_dir().join("tether-cache")
 }
 
+/// A guest module, and whether its compiled form is in the cache.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    /// The module.
+    pub(crate) module: Module,
+    /// True when the cache holds it (loaded from there, or stored there after
+    /// compiling): loading it again takes milliseconds, not a compile.
+    pub(crate) cached: bool,
+}
+
 /// Loads `name`'s compiled form from `dir`, or compiles `wasm` and stores it.
 ///
 /// # Errors
 /// Only when `wasm` does not compile. A cache that cannot be read or written is
 /// logged and bypassed, so a read-only cache directory works: warm, it is only
 /// read; cold, the guest is compiled in memory at every start.
-pub(crate) fn load_or_compile(engine: &Engine, dir: &Path, name: &str, wasm: &[u8]) -> wasmtime::Result<Module> {
+pub(crate) fn load_or_compile(engine: &Engine, dir: &Path, name: &str, wasm: &[u8]) -> wasmtime::Result<Loaded> {
     let path = dir.join(cache_file_name(engine, name, wasm));
     let _guard = COMPILE_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(module) = load(engine, &path) {
-        return Ok(module);
+        return Ok(Loaded { module, cached: true });
     }
     let module = compile(engine, name, wasm)?;
-    if let Err(error) = store(&module, dir, &path) {
-        tracing::warn!(path = %path.display(), %error, "could not cache the compiled guest; the next start compiles again");
-    }
-    Ok(module)
+    let cached = match store(&module, dir, &path) {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "could not cache the compiled guest; the next start compiles again");
+            false
+        }
+    };
+    Ok(Loaded { module, cached })
 }
 
 /// Makes sure `dir` holds a compiled form of `name` that loads, compiling and

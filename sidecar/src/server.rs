@@ -6,6 +6,7 @@ use crate::auth::{AccessError, Gate};
 use crate::config::SidecarConfig;
 use crate::engine::{EngineError, SandboxEngine};
 use crate::health::HealthService;
+use crate::idle;
 use crate::lifecycle::{DrainReport, Lifecycle, Phase};
 use crate::loader::EngineCell;
 use crate::memory::MemoryBudget;
@@ -37,6 +38,10 @@ pub enum SidecarError {
     /// The thread that loads the guests in the background could not start.
     #[error("failed to start the thread that loads the guests: {0}")]
     Loader(std::io::Error),
+    /// The thread that gives memory back when the sidecar is idle could not
+    /// start.
+    #[error("failed to start the thread that gives memory back when the sidecar is idle: {0}; pass `--idle-release-seconds 0` (`SidecarConfig::idle_release` zero) to go without it")]
+    IdleRelease(std::io::Error),
     /// The gRPC server failed.
     #[error("the gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
@@ -79,7 +84,7 @@ impl Sidecar {
     pub fn new(config: SidecarConfig) -> Result<Sidecar, SidecarError> {
         config.check().map_err(SidecarError::Config)?;
         let engine = EngineCell::ready(SandboxEngine::new(&config)?);
-        Ok(Sidecar::assemble(config, engine, Phase::Ready))
+        Sidecar::assemble(config, engine, Phase::Ready)
     }
 
     /// Checks the configuration and returns at once; the engine is built on a
@@ -92,7 +97,7 @@ impl Sidecar {
     /// If the configuration cannot work, or the loading thread cannot start.
     pub fn load_in_background(config: SidecarConfig) -> Result<Sidecar, SidecarError> {
         config.check().map_err(SidecarError::Config)?;
-        let sidecar = Sidecar::assemble(config.clone(), EngineCell::loading(), Phase::Loading);
+        let sidecar = Sidecar::assemble(config.clone(), EngineCell::loading(), Phase::Loading)?;
         // A weak reference: a sidecar dropped while loading is not kept alive.
         let weak = Arc::downgrade(&sidecar.shared);
         let on_ready = move || {
@@ -104,12 +109,14 @@ impl Sidecar {
         Ok(sidecar)
     }
 
-    fn assemble(config: SidecarConfig, engine: EngineCell, phase: Phase) -> Sidecar {
+    fn assemble(config: SidecarConfig, engine: EngineCell, phase: Phase) -> Result<Sidecar, SidecarError> {
         let capacity = Arc::new(Capacity::new(config.slots, config.max_queued_runs, config.max_waiting_runs));
         let memory = MemoryBudget::new(config.total_memory_bytes);
         let lifecycle = Lifecycle::new(phase);
-        let shared = Shared { engine, config, capacity, memory, lifecycle, metrics: Arc::new(Metrics::new()) };
-        Sidecar { shared: Arc::new(shared) }
+        let idle_release = config.idle_release;
+        let shared = Arc::new(Shared { engine, config, capacity, memory, lifecycle, metrics: Arc::new(Metrics::new()) });
+        idle::spawn(Arc::downgrade(&shared), idle_release).map_err(SidecarError::IdleRelease)?;
+        Ok(Sidecar { shared })
     }
 
     /// Completes when the engine is built (at once for [`Sidecar::new`]).

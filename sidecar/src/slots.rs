@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The sidecar's execution slots and its bounded queues.
@@ -19,6 +19,9 @@ pub(crate) struct Capacity {
     queued: Gauge,
     waiting: Gauge,
     live: Gauge,
+    /// Runs ever admitted: a change since the last look means activity, even
+    /// a run that came and went in between.
+    admitted: AtomicU64,
 }
 
 /// A place in a bounded count; dropping it frees the place.
@@ -126,6 +129,7 @@ impl Capacity {
             queued: Gauge::new(max_queued),
             waiting: Gauge::new(max_waiting),
             live: Gauge::new(usize::MAX),
+            admitted: AtomicU64::new(0),
         }
     }
 
@@ -138,6 +142,7 @@ impl Capacity {
         // `live` is uncapped, so entering never fails; a `None` would mean
         // `usize::MAX` runs, which the admission queue rules out.
         let live = self.live.try_enter().ok_or(QueueFull(self.queued.cap))?;
+        self.admitted.fetch_add(1, Ordering::AcqRel);
         Ok(Admission { capacity: self.clone(), queued: Some(queued), _live: live })
     }
 
@@ -173,6 +178,11 @@ impl Capacity {
     pub(crate) fn live(&self) -> usize {
         self.live.current()
     }
+
+    /// Runs admitted since the sidecar started.
+    pub(crate) fn admitted(&self) -> u64 {
+        self.admitted.load(Ordering::Acquire)
+    }
 }
 
 #[cfg(test)]
@@ -196,6 +206,7 @@ mod tests {
         let capacity = Arc::new(Capacity::new(1, 1, 1));
         let mut admission = capacity.admit().unwrap();
         assert_eq!(capacity.admit().unwrap_err(), QueueFull(1), "one run may queue");
+        assert_eq!(capacity.admitted(), 1, "a refused run was never admitted");
         let mut slot = admission.first_slot().await;
         assert_eq!((capacity.free_slots(), capacity.queued(), capacity.live()), (0, 0, 1));
 
