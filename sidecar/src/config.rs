@@ -99,6 +99,14 @@ pub struct SidecarConfig {
     pub limits: Limits,
     /// Runs that may execute guest code at once. Default: the number of cores.
     pub slots: usize,
+    /// Threads that serve each run listener's connections and runs, each a
+    /// current-thread runtime, so that a run's stream, task and guest share
+    /// one thread and a call crosses no thread hand-off inside the sidecar
+    /// (`--worker-threads`; the `tether-sidecar` binary's default: the number
+    /// of cores). 0 (the default here): everything is served on the runtime
+    /// that calls `serve_*` — right for a sidecar embedded beside its client,
+    /// which then shares that runtime's threads.
+    pub worker_threads: usize,
     /// Runs that may wait on tool results at once; past it a new call is
     /// refused with "call it directly in your next response". Default 256.
     pub max_waiting_runs: usize,
@@ -142,6 +150,7 @@ impl Default for SidecarConfig {
         SidecarConfig {
             limits: Limits::default(),
             slots: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            worker_threads: 0,
             max_waiting_runs: 256,
             max_queued_runs: 1024,
             total_memory_bytes: 8 << 30,
