@@ -102,9 +102,11 @@ pub struct SidecarConfig {
     /// Threads that serve each run listener's connections and runs, each a
     /// current-thread runtime, so that a run's stream, task and guest share
     /// one thread and a call crosses no thread hand-off inside the sidecar
-    /// (`--worker-threads`; the `tether-sidecar` binary's default: the number
-    /// of cores). 0 (the default here): everything is served on the runtime
-    /// that calls `serve_*` — right for a sidecar embedded beside its client,
+    /// (`--worker-threads`): about a quarter less sidecar CPU per call, but
+    /// a third fewer calls per second at saturation (a worker running a
+    /// guest cannot serve its connections meanwhile; docs/benchmarks.md).
+    /// 0 (the default): everything is served on the runtime that calls
+    /// `serve_*` — also right for a sidecar embedded beside its client,
     /// which then shares that runtime's threads.
     pub worker_threads: usize,
     /// Runs that may wait on tool results at once; past it a new call is

@@ -74,7 +74,7 @@ struct Args {
     #[arg(long, default_value_t = defaults().slots)]
     slots: usize,
     /// Threads serving run connections, each a current-thread runtime (0: the main runtime's).
-    #[arg(long, env = "TETHER_WORKER_THREADS", default_value_t = defaults().slots)]
+    #[arg(long, env = "TETHER_WORKER_THREADS", default_value_t = defaults().worker_threads)]
     worker_threads: usize,
     /// Runs that may wait on tool results at once.
     #[arg(long, default_value_t = defaults().max_waiting_runs)]

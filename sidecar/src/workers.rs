@@ -1,14 +1,16 @@
 //! Where a listener's connections and runs execute: a few threads, each a
 //! current-thread Tokio runtime.
 //!
-//! Each accepted connection is served on one worker (round robin), and each
-//! run it opens goes to the worker with the fewest runs — its connection's
-//! own when tied. A run alone on its worker therefore has its stream, its
-//! task and its guest on ONE thread: a `ToolCall` leaves and its
-//! `ToolResult` comes back without a hand-off between threads (each costs
-//! ~20 µs on a 2-core VM, several per call on a multi-threaded runtime).
-//! Under load, runs spread over the workers, so one connection still uses
-//! every core.
+//! Each accepted connection is served on one worker (round robin), its
+//! socket registered with that worker's reactor, and each run it opens goes
+//! to its connection's worker unless that one is [`SLACK`] runs ahead of the
+//! least busy. Such a run has its stream, its task and its guest on ONE
+//! thread: a `ToolCall` leaves and its `ToolResult` comes back without a
+//! hand-off between threads (each costs ~20 µs on a 2-core VM, several per
+//! call on a multi-threaded runtime). Under load, runs spread over the
+//! workers, so one connection still uses every core — but a worker running
+//! a guest serves none of its connections meanwhile, which costs calls per
+//! second at saturation (`docs/benchmarks.md`); hence opt-in.
 //!
 //! Ownership: one [`Workers`] per `Sidecar::serve` call. It owns its threads;
 //! [`Workers::stop_serving`] ends each worker's server (gracefully, as a
@@ -24,6 +26,11 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+/// Runs a connection's worker may hold above the least busy worker before
+/// a new run of that connection goes elsewhere: staying home saves a thread
+/// hand-off per message; going elsewhere uses an idle core.
+const SLACK: usize = 2;
 
 /// Tells pools apart in [`CURRENT`].
 static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
@@ -60,17 +67,21 @@ impl Drop for Seated {
 }
 
 impl Placement {
-    /// The worker with the fewest runs, the calling thread's own when tied
-    /// (the connection's worker, when called from its handler), and the
-    /// run's place on it. Move the [`Seated`] into the run's task.
+    /// The calling thread's own worker (the connection's, when called from
+    /// its handler) unless it has more than [`SLACK`] runs above the least
+    /// busy one; then the least busy. Returns the worker and the run's place
+    /// on it: move the [`Seated`] into the run's task.
     pub(crate) fn choose(&self) -> (Handle, Seated) {
-        let here = CURRENT.get().filter(|(pool, _)| *pool == self.pool).map(|(_, index)| index);
-        let (_, seat) = self
+        let here = CURRENT.get().filter(|(pool, _)| *pool == self.pool).map(|(_, index)| &self.seats[index]);
+        let least = self
             .seats
             .iter()
-            .enumerate()
-            .min_by_key(|(index, seat)| (seat.runs.load(Ordering::Relaxed), Some(*index) != here))
+            .min_by_key(|seat| seat.runs.load(Ordering::Relaxed))
             .unwrap_or_else(|| unreachable!("a pool has at least one worker"));
+        let seat = match here {
+            Some(here) if here.runs.load(Ordering::Relaxed) <= least.runs.load(Ordering::Relaxed) + SLACK => here,
+            _ => least,
+        };
         seat.runs.fetch_add(1, Ordering::Relaxed);
         (seat.handle.clone(), Seated { runs: seat.runs.clone() })
     }
@@ -251,6 +262,24 @@ mod tests {
         .expect("thread");
         let counts: Vec<usize> = placement.seats.iter().map(|seat| seat.runs.load(Ordering::Relaxed)).collect();
         assert_eq!(counts, vec![0, 0, 1]);
+        drop(seated);
+    }
+
+    #[test]
+    fn a_worker_more_than_slack_runs_ahead_sends_new_runs_elsewhere() {
+        let runtimes = Runtimes::build(2).expect("runtimes");
+        let placement = runtimes.placement();
+        let pool = runtimes.pool;
+        let chosen = placement.clone();
+        let seated = std::thread::spawn(move || {
+            CURRENT.set(Some((pool, 0)));
+            (0..SLACK + 3).map(|_| chosen.choose().1).collect::<Vec<_>>()
+        })
+        .join()
+        .expect("thread");
+        // Home takes runs while at most `SLACK` ahead, then they alternate.
+        let counts: Vec<usize> = placement.seats.iter().map(|seat| seat.runs.load(Ordering::Relaxed)).collect();
+        assert_eq!(counts, vec![SLACK + 2, 1]);
         drop(seated);
     }
 }
