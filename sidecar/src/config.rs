@@ -99,6 +99,16 @@ pub struct SidecarConfig {
     pub limits: Limits,
     /// Runs that may execute guest code at once. Default: the number of cores.
     pub slots: usize,
+    /// Threads that serve each run listener's connections and runs, each a
+    /// current-thread runtime, so that a run's stream, task and guest share
+    /// one thread and a call crosses no thread hand-off inside the sidecar
+    /// (`--worker-threads`): about a quarter less sidecar CPU per call, but
+    /// a third fewer calls per second at saturation (a worker running a
+    /// guest cannot serve its connections meanwhile; docs/benchmarks.md).
+    /// 0 (the default): everything is served on the runtime that calls
+    /// `serve_*` — also right for a sidecar embedded beside its client,
+    /// which then shares that runtime's threads.
+    pub worker_threads: usize,
     /// Runs that may wait on tool results at once; past it a new call is
     /// refused with "call it directly in your next response". Default 256.
     pub max_waiting_runs: usize,
@@ -151,6 +161,7 @@ impl Default for SidecarConfig {
         SidecarConfig {
             limits: Limits::default(),
             slots: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            worker_threads: 0,
             max_waiting_runs: 256,
             max_queued_runs: 1024,
             total_memory_bytes: 8 << 30,

@@ -1,10 +1,19 @@
 //! CPU time of a script's own computation.
 //!
-//! The guest runs as a future. [`Metered`] reads the thread's CPU clock around
-//! every poll and adds the difference to a [`CpuMeter`], so time the run spends
-//! parked — waiting on a tool result, queued for a slot, preempted by another
-//! run — never counts. The engine's epoch callback asks the meter mid-poll
-//! ([`CpuMeter::used`]) and interrupts a guest over its budget.
+//! The guest runs as a future. [`Metered`] reads the thread's CPU clock when
+//! a poll begins and adds what the poll used to a [`CpuMeter`], so time the
+//! run spends parked — waiting on a tool result, queued for a slot, preempted
+//! by another run — never counts. The engine's epoch callback asks the meter
+//! mid-poll ([`CpuMeter::used`]) and interrupts a guest over its budget.
+//!
+//! The thread CPU clock is a system call (no vDSO), and a tool call makes two
+//! polls (the guest resumed with a result and suspended on its next call,
+//! then the wake its own result delivery caused). A poll shorter than
+//! [`SHORT_POLL`] on the monotonic clock (vDSO, no system call) is charged
+//! that wall time instead of a second read: never less than the CPU it used
+//! (a thread uses at most one CPU-second per second), more only by a
+//! preemption inside those few microseconds. A longer poll — a guest that
+//! computes — is charged exactly.
 //!
 //! Why not fuel: fuel counts instructions, not time, so a "10 s" budget would
 //! be a guess, and it costs 10–35% of guest speed. An epoch tick costs almost
@@ -16,7 +25,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Polls shorter than this (wall time) are charged their wall time instead
+/// of a second read of the thread CPU clock: 50 µs.
+pub(crate) const SHORT_POLL: Duration = Duration::from_micros(50);
 
 /// The CPU time one run's guest code has used.
 #[derive(Debug, Default)]
@@ -64,9 +77,15 @@ impl<F: Future> Future for Metered<F> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let started = thread_cpu_ns().max(1);
+        let wall = Instant::now();
         self.meter.poll_started_ns.store(started, Ordering::Relaxed);
         let result = self.inner.as_mut().poll(cx);
-        let spent = thread_cpu_ns().saturating_sub(started);
+        let wall = wall.elapsed();
+        let spent = if wall < SHORT_POLL {
+            wall.as_nanos() as u64
+        } else {
+            thread_cpu_ns().saturating_sub(started)
+        };
         self.meter.poll_started_ns.store(0, Ordering::Relaxed);
         self.meter.finished_ns.fetch_add(spent, Ordering::Relaxed);
         result
@@ -92,5 +111,47 @@ mod tests {
         };
         Metered::new(spin, meter.clone()).await;
         assert!(meter.used() >= Duration::from_millis(100), "spinning used {:?}", meter.used());
+    }
+
+    /// A future that spins for `each` of thread CPU time per poll, `polls` times.
+    struct ShortPolls {
+        each: u64,
+        polls: u32,
+    }
+
+    impl Future for ShortPolls {
+        type Output = ();
+
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            let start = thread_cpu_ns();
+            while thread_cpu_ns() - start < self.each {
+                std::hint::black_box(0);
+            }
+            self.polls -= 1;
+            if self.polls == 0 {
+                return Poll::Ready(());
+            }
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+
+    #[test]
+    fn short_polls_are_never_charged_less_than_they_used() {
+        let meter = Arc::new(CpuMeter::default());
+        // 2,000 polls of 10 µs each: every one below `SHORT_POLL` unless preempted.
+        let polls = ShortPolls { each: 10_000, polls: 2000 };
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let before = thread_cpu_ns();
+        let wall = Instant::now();
+        runtime.block_on(Metered::new(polls, meter.clone()));
+        let (used, wall) = (Duration::from_nanos(thread_cpu_ns() - before), wall.elapsed());
+        let charged = meter.used();
+        assert!(charged >= Duration::from_millis(20), "2,000 polls of 10 µs were charged {charged:?}");
+        // Never more than the wall time they took, never much less than the
+        // CPU the whole loop used (the runtime's own work between polls is
+        // the difference).
+        assert!(charged <= wall, "charged {charged:?} in {wall:?}");
+        assert!(charged >= used.mul_f64(0.5), "charged {charged:?} of {used:?} used");
     }
 }

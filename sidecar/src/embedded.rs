@@ -36,7 +36,8 @@ pub struct EmbeddedSidecar {
 
 impl EmbeddedSidecar {
     /// Builds a sidecar from `config` and serves it on a fresh loopback port
-    /// on the current Tokio runtime. The listener is bound before this
+    /// on the current Tokio runtime (on threads of its own when
+    /// `config.worker_threads` is set). The listener is bound before this
     /// returns, so clients may connect at once.
     ///
     /// Unless `config.access.tcp` sets a token or mTLS, the port is an

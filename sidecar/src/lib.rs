@@ -13,6 +13,7 @@
 //! - `auth`: who may open runs (peer uid/gid, bearer token, mTLS), one gate per listener
 //! - `harden`: process hardening at start (no new privileges, no core dumps, user drop)
 //! - `unix_authority`: mends the `:authority` clients send on a Unix socket
+//! - `workers`: the threads a listener's connections and runs execute on, one runtime each
 //! - `service`: the `tether.v1` gRPC service; one task per run
 //! - `run`: one run — a fresh store and instance, `_start`, its end
 //! - `calls`: the per-script call cap, the calls the sidecar refuses, forwarding
@@ -53,6 +54,7 @@ mod slots;
 mod state;
 mod stream;
 mod unix_authority;
+mod workers;
 
 pub use auth::{Access, AccessError, BearerToken, MutualTls, PeerPolicy, TcpAccess};
 pub use embedded::{EmbeddedError, EmbeddedSidecar};

@@ -93,6 +93,12 @@ impl Lifecycle {
         self.runs.spawn(run);
     }
 
+    /// Spawns a run's task on the runtime `on` (a worker's); it is waited
+    /// for by drains and shutdowns.
+    pub(crate) fn spawn_run_on(&self, run: impl Future<Output = ()> + Send + 'static, on: &tokio::runtime::Handle) {
+        self.runs.spawn_on(run, on);
+    }
+
     /// Completes when runs must end now (shutdown, or a drain past its
     /// deadline). A run task `select!`s on it.
     ///

@@ -73,6 +73,9 @@ struct Args {
     /// Execution slots.
     #[arg(long, default_value_t = defaults().slots)]
     slots: usize,
+    /// Threads serving run connections, each a current-thread runtime (0: the main runtime's).
+    #[arg(long, env = "TETHER_WORKER_THREADS", default_value_t = defaults().worker_threads)]
+    worker_threads: usize,
     /// Runs that may wait on tool results at once.
     #[arg(long, default_value_t = defaults().max_waiting_runs)]
     max_waiting_runs: usize,
@@ -208,6 +211,7 @@ fn main() -> anyhow::Result<()> {
             deadline: Duration::from_secs(args.deadline_seconds),
         },
         slots: args.slots,
+        worker_threads: args.worker_threads,
         max_waiting_runs: args.max_waiting_runs,
         max_queued_runs: args.max_queued_runs,
         total_memory_bytes: args.total_memory_mib << 20,

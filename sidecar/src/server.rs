@@ -15,6 +15,7 @@ use crate::metrics_endpoint;
 use crate::service::{Shared, SidecarService};
 use crate::slots::Capacity;
 use crate::unix_authority::AuthorityRewrite;
+use crate::workers::{Placement, Runtimes};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +57,9 @@ pub enum SidecarError {
     /// without a token or mTLS).
     #[error(transparent)]
     Access(#[from] AccessError),
+    /// The threads that serve a listener's connections could not start.
+    #[error("failed to start the sidecar's worker threads (check the process's thread and file limits): {0}")]
+    Workers(std::io::Error),
 }
 
 impl From<EngineError> for SidecarError {
@@ -162,17 +166,28 @@ impl Sidecar {
     }
 
     /// The `tether.v1` gRPC service, with message size limits set from the config.
+    /// Its runs are spawned on the runtime that serves the request.
     pub fn service(&self) -> SidecarServer<SidecarService> {
+        self.service_placed(None)
+    }
+
+    /// The `tether.v1` service, its runs placed by `placement`.
+    fn service_placed(&self, placement: Option<Placement>) -> SidecarServer<SidecarService> {
         let max = self.shared.config.max_message_bytes();
-        SidecarServer::new(SidecarService::new(self.shared.clone()))
+        SidecarServer::new(SidecarService::new(self.shared.clone(), placement))
             .max_decoding_message_size(max)
             .max_encoding_message_size(max)
     }
 
     /// Every service of a run listener — `tether.v1`, health and reflection —
     /// behind `gate`, over TLS when `tls` is set, with the configured HTTP/2
-    /// keepalive.
-    fn routes(&self, gate: Gate, tls: Option<tonic::transport::ServerTlsConfig>) -> Result<GatedRouter, SidecarError> {
+    /// keepalive; runs are placed on the listener's workers by `placement`.
+    fn routes(
+        &self,
+        gate: Gate,
+        tls: Option<tonic::transport::ServerTlsConfig>,
+        placement: Option<Placement>,
+    ) -> Result<GatedRouter, SidecarError> {
         let reflection = || {
             [tether_proto::FILE_DESCRIPTOR_SET, tonic_health::pb::FILE_DESCRIPTOR_SET]
                 .into_iter()
@@ -193,7 +208,7 @@ impl Sidecar {
             // v1 for current clients, v1alpha for older grpcurl and grpcui.
             .add_service(reflection().build_v1()?)
             .add_service(reflection().build_v1alpha()?)
-            .add_service(self.service()))
+            .add_service(self.service_placed(placement)))
     }
 
     /// Serves runs, health and reflection on `listener` until `signal`
@@ -209,11 +224,11 @@ impl Sidecar {
         let access = &self.shared.config.access.tcp;
         access.check(listener.local_addr().map_err(|e| SidecarError::Config(format!("the TCP listener has no address: {e}")))?)?;
         let gate = Gate::tcp(access, self.shared.metrics.clone());
-        let routes = self.routes(gate, access.tls.as_ref().map(|tls| tls.server_config()))?;
+        let tls = access.tls.as_ref().map(|tls| tls.server_config());
         // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs add ~40 ms
         // to every small message of a run's stream.
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        self.serve(routes, incoming, signal).await
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true)).map(|accepted| accepted?.into_std());
+        self.serve(gate, tls, incoming, tokio::net::TcpStream::from_std, signal).await
     }
 
     /// Serves runs, health and reflection on a Unix socket until `signal`
@@ -227,9 +242,10 @@ impl Sidecar {
     /// # Errors
     /// If the server fails.
     pub async fn serve_unix(&self, listener: UnixListener, signal: impl Future<Output = ()>) -> Result<(), SidecarError> {
-        let incoming = UnixListenerStream::new(listener).map(|accepted| accepted.map(AuthorityRewrite::new));
+        let incoming = UnixListenerStream::new(listener).map(|accepted| accepted?.into_std());
+        let bind = |stream| tokio::net::UnixStream::from_std(stream).map(AuthorityRewrite::new);
         let gate = Gate::unix(&self.shared.config.access.unix, self.shared.metrics.clone());
-        self.serve(self.routes(gate, None)?, incoming, signal).await
+        self.serve(gate, None, incoming, bind, signal).await
     }
 
     /// Serves ONLY `grpc.health.v1` on `listener` (no runs), for probes when
@@ -286,23 +302,71 @@ impl Sidecar {
         })
     }
 
-    async fn serve<S, IO, E>(&self, routes: GatedRouter, incoming: S, signal: impl Future<Output = ()>) -> Result<(), SidecarError>
+    /// Accepts connections from `incoming` and hands each to one of the
+    /// listener's workers (`workers`; with `config.worker_threads` 0, serves
+    /// them on this runtime), until `signal` completes or the sidecar stops;
+    /// then stops the workers' servers (gracefully), ends every run, and ends
+    /// the workers.
+    ///
+    /// Connections cross as std sockets and `bind` registers each with its
+    /// worker's own reactor, on the worker: a socket registered with the
+    /// accepting runtime would have every read woken from there (a hand-off
+    /// between threads per message).
+    async fn serve<S, A, B, IO>(
+        &self,
+        gate: Gate,
+        tls: Option<tonic::transport::ServerTlsConfig>,
+        incoming: S,
+        bind: B,
+        signal: impl Future<Output = ()>,
+    ) -> Result<(), SidecarError>
     where
-        S: tokio_stream::Stream<Item = Result<IO, E>> + Send + 'static,
+        S: tokio_stream::Stream<Item = std::io::Result<A>>,
+        A: Send + 'static,
+        B: Fn(A) -> std::io::Result<IO> + Clone + Send + 'static,
         IO: tonic::transport::server::Connected + tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
         IO::ConnectInfo: Clone + Send + Sync + 'static,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let lifecycle = &self.shared.lifecycle;
-        let result = routes
-            .serve_with_incoming_shutdown(incoming, async {
+        let workers = self.shared.config.worker_threads;
+        if workers == 0 {
+            let incoming = incoming.map(move |accepted| accepted.and_then(&bind));
+            let result = self
+                .routes(gate, tls, None)?
+                .serve_with_incoming_shutdown(incoming, async {
+                    tokio::select! {
+                        () = signal => {}
+                        () = lifecycle.stopped() => {}
+                    }
+                })
+                .await;
+            self.shutdown().await;
+            return Ok(result?);
+        }
+        let runtimes = Runtimes::build(workers).map_err(SidecarError::Workers)?;
+        let routes = self.routes(gate, tls, Some(runtimes.placement()))?;
+        let mut workers = runtimes
+            .start(|connections, stop| routes.clone().serve_with_incoming_shutdown(connections.map(bind.clone()), stop))
+            .map_err(SidecarError::Workers)?;
+        {
+            // Dropped when accepting stops: a TCP listener closes at once.
+            let mut incoming = std::pin::pin!(incoming);
+            let mut signal = std::pin::pin!(signal);
+            loop {
                 tokio::select! {
-                    () = signal => {}
-                    () = lifecycle.stopped() => {}
+                    () = &mut signal => break,
+                    () = lifecycle.stopped() => break,
+                    accepted = incoming.next() => match accepted {
+                        Some(Ok(connection)) => workers.dispatch(connection),
+                        Some(Err(error)) => tracing::debug!(%error, "a connection could not be accepted"),
+                        None => break,
+                    },
                 }
-            })
-            .await;
+            }
+        }
+        let result = workers.stop_serving().await;
         self.shutdown().await;
+        workers.release().await;
         Ok(result?)
     }
 

@@ -20,6 +20,7 @@ use crate::metrics::Metrics;
 use crate::run::{self, RunPlan};
 use crate::slots::{Admission, Capacity};
 use crate::stream::{Outbound, PendingCalls};
+use crate::workers::Placement;
 use futures::{Stream, StreamExt};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,12 +50,15 @@ pub(crate) struct Shared {
 #[derive(Debug, Clone)]
 pub struct SidecarService {
     shared: Arc<Shared>,
+    /// Where runs go; `None`: on the runtime that serves the request.
+    placement: Option<Placement>,
 }
 
 impl SidecarService {
-    /// The service over `shared`.
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        SidecarService { shared }
+    /// The service over `shared`, its runs placed by `placement` (see
+    /// `workers`), or on the serving runtime when `None`.
+    pub(crate) fn new(shared: Arc<Shared>, placement: Option<Placement>) -> Self {
+        SidecarService { shared, placement }
     }
 }
 
@@ -128,7 +132,20 @@ impl SidecarService {
         );
         parent.set_parent_of(&span);
         let task = RunTask { shared: self.shared.clone(), engine, plan, outbound: Outbound::new(sender), admission };
-        self.shared.lifecycle.spawn_run(task.drive(inbound).instrument(span));
+        let run = task.drive(inbound).instrument(span);
+        match &self.placement {
+            Some(placement) => {
+                let (worker, seated) = placement.choose();
+                self.shared.lifecycle.spawn_run_on(
+                    async move {
+                        let _seated = seated;
+                        run.await;
+                    },
+                    &worker,
+                );
+            }
+            None => self.shared.lifecycle.spawn_run(run),
+        }
         Ok(ReceiverStream::new(receiver))
     }
 }

@@ -12,9 +12,11 @@ use tokio::sync::Notify;
 pub const RUST_GUEST: &str = "rust-example";
 
 /// A config for tests: compiled guests cached under the target dir, a small
-/// instance pool, and the example Rust guest registered.
+/// instance pool, the example Rust guest registered, and connections served
+/// on two worker threads as the `tether-sidecar` binary serves them.
 pub fn test_config() -> SidecarConfig {
     SidecarConfig {
+        worker_threads: 2,
         cache_dir: Some(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tether-cache")),
         max_waiting_runs: 16,
         extra_runtimes: vec![(RUST_GUEST.to_owned(), tether_guests::EXAMPLE_RUST.to_vec())],
