@@ -31,6 +31,9 @@ mod turn_calls;
 
 use clap::{Parser, Subcommand};
 
+/// Tether measured, alone and side by side with pydantic-monty, CPython and
+/// Pyodide; without a command, the table of docs/benchmarks.md (`./x bench`
+/// installs the peers first).
 #[derive(Debug, Parser)]
 struct Cli {
     #[command(flatten)]

@@ -110,7 +110,7 @@ fn table(figures: &Figures) -> String {
             let p50 = figures.latency.get(&(system, workload))?.quantile(0.5);
             let ratio = match baseline(workload) {
                 Some(tether) if system != System::TetherTcp && !tether.is_zero() => {
-                    format!(" ({:.2}×)", p50.as_secs_f64() / tether.as_secs_f64())
+                    format!(" ({}×)", ratio(p50.as_secs_f64() / tether.as_secs_f64()))
                 }
                 _ => String::new(),
             };
@@ -152,29 +152,36 @@ fn table(figures: &Figures) -> String {
     out
 }
 
+/// A ratio to three significant figures at most: `0.48`, `16.7`, `4795`.
+fn ratio(r: f64) -> String {
+    if r < 10.0 {
+        format!("{r:.2}")
+    } else if r < 100.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.0}")
+    }
+}
+
 /// The generated Markdown: header and table, between the markers.
 pub(crate) fn render(figures: &Figures) -> String {
     format!("{BEGIN}\n{}\n{}{END}\n", header(figures), table(figures))
 }
 
-/// The page when it does not exist yet: the generated part, what it means,
-/// and the section the speed work fills in.
-const PAGE: &str = include_str!("benchmarks_page.md");
-
 /// Writes `generated` into `path`: between the markers if the page has
-/// them (the rest of the page is kept), else as a new page.
+/// them (the prose around them is kept); a page that does not exist yet
+/// gets the generated part alone.
 ///
 /// # Errors
-/// If the page cannot be read or written.
+/// If the page cannot be read or written, or exists without the markers.
 pub(crate) fn write(path: &Path, generated: &str) -> anyhow::Result<()> {
     let page = match std::fs::read_to_string(path) {
-        Ok(page) => page,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => PAGE.to_owned(),
+        Ok(page) => splice(&page, generated).with_context(|| {
+            format!("`{}` lacks the markers `{BEGIN}` … `{END}`: put them back where the table goes", path.display())
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => generated.to_owned(),
         Err(e) => return Err(e).with_context(|| format!("cannot read `{}`", path.display())),
     };
-    let page = splice(&page, generated).with_context(|| {
-        format!("`{}` lacks the markers `{BEGIN}` … `{END}`: put them back, or delete the file to start anew", path.display())
-    })?;
     std::fs::write(path, page).with_context(|| format!("cannot write `{}`", path.display()))
 }
 
@@ -191,10 +198,9 @@ mod tests {
 
     #[test]
     fn a_rerun_replaces_only_the_generated_part() {
-        let page = PAGE.replace(&format!("{BEGIN}\n"), &format!("{BEGIN}\nold figures\n"));
+        let page = format!("# Title\n{BEGIN}\nold figures\n{END}\n## Where the time goes\n");
         let new = splice(&page, &format!("{BEGIN}\nnew figures\n{END}\n")).unwrap();
-        assert!(new.contains("new figures") && !new.contains("old figures"));
-        assert!(new.contains("## Where the time goes"), "the prose after the table is kept");
+        assert_eq!(new, format!("# Title\n{BEGIN}\nnew figures\n{END}\n## Where the time goes\n"));
         assert_eq!(splice("no markers", "x"), None);
     }
 
@@ -211,5 +217,6 @@ mod tests {
         let table = table(&figures);
         assert!(table.contains("| W1 `1 + 1` p50 | 400 µs | 200 µs (0.50×) |"), "{table}");
         assert!(!table.contains("Pyodide"), "systems not measured get no column: {table}");
+        assert_eq!((ratio(0.484), ratio(16.66), ratio(4794.7)), ("0.48".into(), "16.7".into(), "4795".into()));
     }
 }
