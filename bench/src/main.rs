@@ -1,10 +1,14 @@
-//! `tether-bench`: two measurements, one command each.
+//! `tether-bench`: Tether measured, alone and side by side with its peers.
 //!
-//! - default (no subcommand): medians of whole runs over real gRPC on
-//!   loopback, against an embedded sidecar — a trivial run (`1 + 1`), one
-//!   call round trip (a run making N calls to a no-op tool minus a run making
-//!   none, divided by N), and a 20-call batch under `asyncio.gather` against
-//!   20 sequential calls to a 1 ms tool, as a ratio (`runs`)
+//! - default (no subcommand): Tether over TCP, a Unix socket and embedded,
+//!   pydantic-monty, CPython and Pyodide on the same four workloads; p50/p99,
+//!   throughput, the sidecar's RSS and start-up; the one table of
+//!   `docs/benchmarks.md` (`compare`; `./x bench` installs the peers first)
+//! - `runs`: medians of whole runs over real gRPC on loopback, against an
+//!   embedded sidecar — a trivial run (`1 + 1`), one call round trip (a run
+//!   making N calls to a no-op tool minus a run making none, divided by N),
+//!   and a 20-call batch under `asyncio.gather` against 20 sequential calls
+//!   to a 1 ms tool, as a ratio (`runs`)
 //! - `turn-calls`: calls per second through a `Turn` with an audit store
 //!   (SQLite by default, any with `--store URL`) — a read-only tool, a tool
 //!   with effects (ledger rows), and the latter from concurrent callers
@@ -15,9 +19,10 @@
 //! - `soak --minutes N`: normal and hostile runs mixed against a real sidecar
 //!   process; its RSS, open fds and threads sampled, and their drift (`soak`)
 //!
-//! `load` and `soak` start the `tether-sidecar` binary beside this one (or
-//! `--sidecar-bin`); they are commands, not CI tests.
+//! The default, `load` and `soak` start the `tether-sidecar` binary beside
+//! this one (or `--sidecar-bin`); they are commands, not CI tests.
 
+mod compare;
 mod load;
 mod process;
 mod runs;
@@ -26,20 +31,21 @@ mod turn_calls;
 
 use clap::{Parser, Subcommand};
 
+/// Tether measured, alone and side by side with pydantic-monty, CPython and
+/// Pyodide; without a command, the table of docs/benchmarks.md (`./x bench`
+/// installs the peers first).
 #[derive(Debug, Parser)]
-struct Args {
-    /// Samples per measurement.
-    #[arg(long, default_value_t = 200)]
-    samples: usize,
-    /// Calls per run in the round-trip measurement.
-    #[arg(long, default_value_t = 50)]
-    calls: usize,
+struct Cli {
+    #[command(flatten)]
+    compare: compare::Args,
     #[command(subcommand)]
     command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// A trivial run, a call round trip and a gathered batch, on an embedded sidecar.
+    Runs(runs::Args),
     /// Calls per second through `Turn::execute` with an audit store
     /// (SQLite by default; `--store postgres://…` for PostgreSQL).
     TurnCalls(turn_calls::Args),
@@ -51,9 +57,10 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args = Cli::parse();
     match args.command {
-        None => runs::run(args.samples, args.calls).await,
+        None => compare::run(args.compare).await,
+        Some(Command::Runs(runs)) => runs::run(runs).await,
         Some(Command::TurnCalls(turn)) => turn_calls::run(turn).await,
         Some(Command::Load(load)) => load::run(load).await,
         Some(Command::Soak(soak)) => soak::run(soak).await,

@@ -40,11 +40,14 @@ pub(crate) struct SidecarProcess {
     child: Child,
     /// `http://127.0.0.1:PORT`.
     pub(crate) url: String,
+    /// `unix:PATH`, when started with `--socket PATH`.
+    pub(crate) unix_url: Option<String>,
 }
 
 impl SidecarProcess {
     /// Starts `binary` on `127.0.0.1:0` with `args` (logs to stderr at
-    /// `warn`), and waits until it announces its TCP listener.
+    /// `warn`), and waits until it announces its TCP listener (and its Unix
+    /// socket, when `args` give `--socket`).
     pub(crate) fn start(binary: &PathBuf, args: &[String]) -> anyhow::Result<SidecarProcess> {
         let mut child = Command::new(binary)
             // Loopback only, and only for the duration of the command.
@@ -56,22 +59,32 @@ impl SidecarProcess {
             .with_context(|| format!("cannot start `{}`", binary.display()))?;
         let stdout = child.stdout.take().context("the sidecar's stdout")?;
         let mut lines = BufReader::new(stdout).lines();
-        let address = loop {
+        let wants_unix = args.iter().any(|arg| arg == "--socket");
+        let (mut address, mut unix_url) = (None, None);
+        while address.is_none() || (wants_unix && unix_url.is_none()) {
             let Some(line) = lines.next() else { bail!("the sidecar exited before listening") };
-            if let Some(address) = line?.strip_prefix("listening on ") {
-                break address.to_owned();
+            match line?.strip_prefix("listening on ") {
+                Some(unix) if unix.starts_with("unix:") => unix_url = Some(unix.to_owned()),
+                Some(tcp) => address = Some(tcp.to_owned()),
+                None => {}
             }
-        };
+        }
         // Keep reading stdout so the sidecar never meets a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
-        Ok(SidecarProcess { child, url: format!("http://{address}") })
+        let address = address.unwrap_or_default();
+        Ok(SidecarProcess { child, url: format!("http://{address}"), unix_url })
     }
 
     /// A client on a new connection, once the sidecar admits runs (it
     /// compiles or loads its runtimes first).
     pub(crate) async fn connect(&self) -> anyhow::Result<SidecarClient> {
-        let client = SidecarClient::connect(&self.url).await.with_context(|| format!("cannot reach the sidecar at {}", self.url))?;
-        client.wait_ready(Duration::from_secs(120)).await?;
+        self.connect_to(&self.url).await
+    }
+
+    /// Like [`connect`](Self::connect), to `url` (this sidecar's TCP or Unix address).
+    pub(crate) async fn connect_to(&self, url: &str) -> anyhow::Result<SidecarClient> {
+        let client = SidecarClient::connect(url).await.with_context(|| format!("cannot reach the sidecar at {url}"))?;
+        client.wait_ready(Duration::from_secs(300)).await?;
         Ok(client)
     }
 

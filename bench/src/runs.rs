@@ -8,6 +8,17 @@ use tether_backend::{CallHandler, RunRequest, ScriptCall, SidecarClient, ToolOut
 use tether_cli::embedded::EmbeddedSidecar;
 use tether_sidecar::SidecarConfig;
 
+/// Flags of `runs`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Samples per measurement.
+    #[arg(long, default_value_t = 200)]
+    samples: usize,
+    /// Calls per run in the round-trip measurement.
+    #[arg(long, default_value_t = 50)]
+    calls: usize,
+}
+
 /// A no-op tool (`noop`) and a 1 ms tool (`slow`).
 struct Tools;
 
@@ -39,7 +50,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Runs the three run measurements and prints them.
-pub(crate) async fn run(samples: usize, calls: usize) -> anyhow::Result<()> {
+pub(crate) async fn run(Args { samples, calls }: Args) -> anyhow::Result<()> {
     let sidecar = EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the sidecar")?;
     let client = SidecarClient::connect(&sidecar.url()).await?;
     // Warm up: the compile cache, the pool, the connection.

@@ -1,0 +1,267 @@
+//! `tether-bench` (no subcommand): Tether side by side with its peers — the
+//! one table of `docs/benchmarks.md`.
+//!
+//! - `workload`: the four workloads, their scripts, input and tools
+//! - `tether`: Tether measured here, over TCP, a Unix socket, or embedded
+//! - `peers`: pydantic-monty, CPython and Pyodide, each through its driver in `bench/peers/`
+//! - `sidecar`: the sidecar process's RSS with parked runs, and its start-up
+//! - `stats`: a measurement and its percentiles
+//! - `report`: the machine, the versions and the table, as Markdown
+
+mod peers;
+mod report;
+mod sidecar;
+mod stats;
+mod tether;
+mod workload;
+
+use anyhow::Context;
+use peers::{Installed, Peer};
+use report::Figures;
+use stats::Measured;
+use std::path::{Path, PathBuf};
+use tether_cli::embedded::EmbeddedSidecar;
+use tether_sidecar::SidecarConfig;
+use workload::Workload;
+
+/// The concurrencies throughput is measured at.
+pub(crate) const LEVELS: [usize; 4] = [1, 2, 8, 64];
+
+/// Runs parked on an unanswered call while the sidecar's RSS is read.
+const PARKED: [usize; 2] = [100, 1_000];
+
+/// Flags of the side-by-side bench.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Few samples of everything: a smoke check (writes nothing unless --out).
+    #[arg(long)]
+    quick: bool,
+    /// Measure only these systems (repeatable); a partial run writes nothing unless --out.
+    #[arg(long, value_enum)]
+    only: Vec<Group>,
+    /// Where to write the table (default: docs/benchmarks.md, on a full run).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// The systems `--only` picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Group {
+    /// Tether over TCP, a Unix socket and embedded, and its sidecar's RSS and start-up.
+    Tether,
+    /// pydantic-monty's pool, warm session and fresh checkout.
+    Monty,
+    /// CPython, a subprocess per script.
+    Cpython,
+    /// Pyodide in node, warm and cold.
+    Pyodide,
+}
+
+/// One column of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum System {
+    /// A sidecar process over gRPC on TCP (the ratios' baseline).
+    TetherTcp,
+    /// The same process over its Unix socket.
+    TetherUnix,
+    /// A sidecar embedded in this process.
+    TetherEmbedded,
+    /// pydantic-monty, one session reused.
+    MontyWarm,
+    /// pydantic-monty, a checkout per run.
+    MontyFresh,
+    /// CPython, a subprocess per script.
+    Cpython,
+    /// Pyodide, one instance reused.
+    PyodideWarm,
+    /// Pyodide, an instance per run.
+    PyodideCold,
+}
+
+impl System {
+    /// Every system, in column order.
+    pub(crate) const ALL: [System; 8] = [
+        System::TetherTcp,
+        System::TetherUnix,
+        System::TetherEmbedded,
+        System::MontyWarm,
+        System::MontyFresh,
+        System::Cpython,
+        System::PyodideWarm,
+        System::PyodideCold,
+    ];
+
+    /// Its column header.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            System::TetherTcp => "Tether TCP",
+            System::TetherUnix => "Tether Unix",
+            System::TetherEmbedded => "Tether embedded",
+            System::MontyWarm => "monty warm",
+            System::MontyFresh => "monty fresh",
+            System::Cpython => "CPython",
+            System::PyodideWarm => "Pyodide warm",
+            System::PyodideCold => "Pyodide cold",
+        }
+    }
+
+    fn group(self) -> Group {
+        match self {
+            System::TetherTcp | System::TetherUnix | System::TetherEmbedded => Group::Tether,
+            System::MontyWarm | System::MontyFresh => Group::Monty,
+            System::Cpython => Group::Cpython,
+            System::PyodideWarm | System::PyodideCold => Group::Pyodide,
+        }
+    }
+
+    /// Timed runs per workload, and untimed runs before them.
+    fn samples(self, quick: bool) -> (usize, usize) {
+        let (full, smoke) = match self {
+            System::TetherTcp | System::TetherUnix | System::TetherEmbedded => (300, 20),
+            System::MontyWarm | System::MontyFresh => (300, 20),
+            System::Cpython => (40, 4),
+            System::PyodideWarm => (100, 5),
+            System::PyodideCold => (5, 1),
+        };
+        let samples = if quick { smoke } else { full };
+        let warmup = if self == System::PyodideCold { 0 } else { (samples / 5).clamp(2, 20) };
+        (samples, warmup)
+    }
+
+    /// The most runs it may have in flight (node runs one Pyodide at a time).
+    fn max_concurrency(self) -> usize {
+        match self {
+            System::PyodideWarm | System::PyodideCold => 1,
+            _ => usize::MAX,
+        }
+    }
+}
+
+/// Something that runs a workload and times it.
+enum Runner<'a> {
+    Tether(&'a tether::Tether),
+    Peer(&'a Peer, &'a Path),
+}
+
+impl Runner<'_> {
+    async fn measure(&self, workload: Workload, samples: usize, warmup: usize, concurrency: usize) -> anyhow::Result<(Measured, Option<String>)> {
+        match self {
+            Runner::Tether(tether) => Ok((tether.measure(workload, samples, warmup, concurrency).await?, None)),
+            Runner::Peer(peer, world) => {
+                let (measured, version) = peer.measure(workload, world, samples, warmup, concurrency).await?;
+                Ok((measured, Some(version)))
+            }
+        }
+    }
+}
+
+/// Measures every system picked, prints the table and writes it.
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    let picked = |group: Group| args.only.is_empty() || args.only.contains(&group);
+    let mut figures = Figures { quick: args.quick, ..Figures::default() };
+
+    if picked(Group::Tether) {
+        let socket_dir = tempfile::tempdir().context("a folder for the sidecar's socket")?;
+        let process = tether::start_sidecar(&socket_dir.path().join("sidecar.sock"))?;
+        let tcp = tether::Tether::new(process.connect().await?);
+        measure_system(&mut figures, System::TetherTcp, &Runner::Tether(&tcp), args.quick).await?;
+        let unix_url = process.unix_url.clone().context("the sidecar announced no Unix socket")?;
+        let unix = tether::Tether::new(process.connect_to(&unix_url).await?);
+        measure_system(&mut figures, System::TetherUnix, &Runner::Tether(&unix), args.quick).await?;
+        drop(process);
+
+        let embedded = EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the embedded sidecar")?;
+        let client = tether_backend::SidecarClient::connect(&embedded.url()).await?;
+        client.wait_ready(std::time::Duration::from_secs(300)).await?;
+        measure_system(&mut figures, System::TetherEmbedded, &Runner::Tether(&tether::Tether::new(client)), args.quick)
+            .await?;
+        embedded.stop().await?;
+
+        eprintln!("tether-bench: the sidecar's RSS with parked runs, and its start-up");
+        let cache = sidecar::filled_cache().await?;
+        let (idle, parked) = sidecar::parked_rss(cache.path(), &PARKED).await?;
+        figures.rss = Some((idle, PARKED.iter().copied().zip(parked).collect()));
+        figures.start_up = Some(sidecar::start_up(if args.quick { 1 } else { 3 }).await?);
+    }
+
+    let wants_peers = [Group::Monty, Group::Cpython, Group::Pyodide].into_iter().any(picked);
+    if wants_peers {
+        let installed = Installed::from_env()?;
+        let world_dir = tempfile::tempdir().context("a folder for the demo data")?;
+        let world = world_dir.path().join("world.json");
+        std::fs::write(&world, workload::world_json().to_string()).context("writing the demo data for the peers")?;
+        let peers = [
+            (System::MontyWarm, Peer::monty(&installed, "warm")),
+            (System::MontyFresh, Peer::monty(&installed, "fresh")),
+            (System::Cpython, Peer::cpython(&installed.python)),
+            (System::PyodideWarm, Peer::pyodide(&installed, "warm")),
+            (System::PyodideCold, Peer::pyodide(&installed, "cold")),
+        ];
+        for (system, peer) in &peers {
+            if picked(system.group()) {
+                measure_system(&mut figures, *system, &Runner::Peer(peer, &world), args.quick).await?;
+            }
+        }
+    }
+
+    check_results(&figures)?;
+    let generated = report::render(&figures);
+    println!("{generated}");
+    let full = !args.quick && args.only.is_empty();
+    let out = args.out.or_else(|| full.then(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md")));
+    match out {
+        Some(path) => {
+            report::write(&path, &generated)?;
+            eprintln!("tether-bench: wrote the table to `{}`", path.display());
+        }
+        None => eprintln!("tether-bench: a partial or --quick run: nothing written (give --out FILE to keep it)"),
+    }
+    Ok(())
+}
+
+/// Every workload one run at a time, then the throughput workloads at each level.
+async fn measure_system(figures: &mut Figures, system: System, runner: &Runner<'_>, quick: bool) -> anyhow::Result<()> {
+    let (samples, warmup) = system.samples(quick);
+    for workload in Workload::ALL {
+        eprintln!("tether-bench: {} — {}", system.label(), workload.label());
+        let (measured, version) = runner
+            .measure(workload, workload.samples(samples), warmup, 1)
+            .await
+            .with_context(|| format!("{} on {}", system.label(), workload.label()))?;
+        if let Some(version) = version {
+            figures.versions.insert(system, version);
+        }
+        figures.latency.insert((system, workload), measured);
+    }
+    for workload in Workload::THROUGHPUT {
+        for level in LEVELS.into_iter().filter(|&level| level <= system.max_concurrency()) {
+            eprintln!("tether-bench: {} — {}, {level} at once", system.label(), workload.label());
+            let runs = samples.max(4 * level);
+            let (measured, _) = runner
+                .measure(workload, runs, warmup, level)
+                .await
+                .with_context(|| format!("{} on {}, {level} at once", system.label(), workload.label()))?;
+            figures.throughput.insert((system, workload, level), measured.throughput());
+        }
+    }
+    Ok(())
+}
+
+/// Every system must compute what Tether computes: a peer that skipped the
+/// work would look fast.
+fn check_results(figures: &Figures) -> anyhow::Result<()> {
+    for ((system, workload), measured) in &figures.latency {
+        let reference = System::ALL.iter().find_map(|s| figures.latency.get(&(*s, *workload)));
+        if let Some(reference) = reference {
+            anyhow::ensure!(
+                measured.result == reference.result,
+                "{} computed {} on {}, not {} as the first system measured: the bench is not comparing like with like",
+                system.label(),
+                measured.result,
+                workload.label(),
+                reference.result
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! The sidecar process itself: its resident memory with runs parked on a
+//! call nobody answers, and its start-up until readiness says SERVING.
+
+use crate::process::{SidecarProcess, sidecar_binary};
+use anyhow::Context;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tether_backend::{CallHandler, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
+use tokio::task::JoinSet;
+
+/// How long parked runs may take to all reach their call.
+const PARK_WAIT: Duration = Duration::from_secs(120);
+
+/// A tool that never answers: each call counts itself and waits forever.
+#[derive(Default)]
+struct Park {
+    parked: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl CallHandler for Park {
+    async fn call(&self, _call: ScriptCall) -> ToolOutcome {
+        self.parked.fetch_add(1, Ordering::Relaxed);
+        std::future::pending().await
+    }
+}
+
+/// The sidecar's resident memory, KiB: idle (after a few runs), then with
+/// each of `counts` runs parked on an unanswered call, on a fresh sidecar
+/// process each time (the compile cache in `cache_dir`, already filled).
+///
+/// # Errors
+/// If the sidecar cannot start or the runs do not all park in time.
+pub(crate) async fn parked_rss(cache_dir: &Path, counts: &[usize]) -> anyhow::Result<(u64, Vec<u64>)> {
+    let binary = sidecar_binary(None)?;
+    let mut idle = 0;
+    let mut parked = Vec::new();
+    for &count in counts {
+        let room = (count + 16).to_string();
+        let flags: Vec<String> = vec![
+            "--cache-dir".into(),
+            cache_dir.display().to_string(),
+            "--max-waiting-runs".into(),
+            room.clone(),
+            "--max-queued-runs".into(),
+            room,
+        ];
+        let sidecar = SidecarProcess::start(&binary, &flags)?;
+        let mut clients = Vec::new();
+        for _ in 0..8 {
+            clients.push(sidecar.connect().await?);
+        }
+        for i in 0..4 {
+            let outcome = clients[0].run(RunRequest::python(format!("warm-{i}"), "1 + 1"), &Park::default()).await?;
+            anyhow::ensure!(outcome.is_ok(), "a warm-up run failed: {outcome:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        idle = sidecar.sample()?.rss_kib;
+        let park = Arc::new(Park::default());
+        let mut runs = JoinSet::new();
+        for i in 0..count {
+            let (client, park) = (clients[i % clients.len()].clone(), park.clone());
+            runs.spawn(async move { client.run(RunRequest::python(format!("park-{i}"), "call('park')"), &*park).await });
+        }
+        let give_up = Instant::now() + PARK_WAIT;
+        while park.parked.load(Ordering::Relaxed) < count {
+            if let Some(ended) = runs.try_join_next() {
+                anyhow::bail!("a parked run ended before its call was answered: {:?}", ended.context("run task")?);
+            }
+            anyhow::ensure!(
+                Instant::now() < give_up,
+                "only {} of {count} runs reached their call within {PARK_WAIT:?}",
+                park.parked.load(Ordering::Relaxed)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        parked.push(sidecar.sample()?.rss_kib);
+        runs.abort_all();
+    }
+    Ok((idle, parked))
+}
+
+/// From starting the sidecar process to readiness answering SERVING, `samples`
+/// times with an empty compile cache (`cold`) and as many with the cache the
+/// first start filled (`cached`).
+///
+/// # Errors
+/// If the sidecar cannot start or never becomes ready.
+pub(crate) async fn start_up(samples: usize) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    let binary = sidecar_binary(None)?;
+    let (mut cold, mut cached) = (Vec::new(), Vec::new());
+    for _ in 0..samples.max(1) {
+        let cache = tempfile::tempdir().context("a compile cache folder")?;
+        cold.push(time_to_serving(&binary, cache.path()).await?);
+        cached.push(time_to_serving(&binary, cache.path()).await?);
+    }
+    Ok((cold, cached))
+}
+
+async fn time_to_serving(binary: &Path, cache_dir: &Path) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let sidecar = SidecarProcess::start(&binary.to_owned(), &["--cache-dir".into(), cache_dir.display().to_string()])?;
+    let client = SidecarClient::connect(&sidecar.url).await?;
+    // Readiness polled every millisecond (`wait_ready` sleeps 20 ms between looks).
+    while client.wait_ready(Duration::ZERO).await.is_err() {
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(300), "the sidecar was not ready after 300 s");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(started.elapsed())
+}
+
+/// A compile cache that one started sidecar has filled.
+pub(crate) async fn filled_cache() -> anyhow::Result<tempfile::TempDir> {
+    let cache = tempfile::tempdir().context("a compile cache folder")?;
+    time_to_serving(&sidecar_binary(None)?, cache.path()).await?;
+    Ok(cache)
+}
