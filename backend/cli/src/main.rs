@@ -334,12 +334,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             .await;
             backend.stop().await?;
-            let report = outcome?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            match report.get("ok") {
-                Some(Value::Bool(true)) => Ok(()),
-                _ => anyhow::bail!("the model gave no answer"),
-            }
+            print_outcome(&outcome?, "the model gave no answer")
         }
         Command::Demo { gather } => {
             let (script, name) =
@@ -467,11 +462,16 @@ async fn run_script(cli: &Cli, source: Source, code: String, input: Value, label
     }
     .await;
     backend.stop().await?;
-    let shown = outcome?;
-    println!("{}", serde_json::to_string_pretty(&shown)?);
-    match shown.get("ok") {
+    print_outcome(&outcome?, "the script did not complete")
+}
+
+/// Prints a JSON outcome on stdout; fails with `failed` (a nonzero exit for
+/// scripts that call `tether`) unless its `ok` is true.
+fn print_outcome(outcome: &Value, failed: &str) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(outcome)?);
+    match outcome.get("ok") {
         Some(Value::Bool(true)) => Ok(()),
-        _ => anyhow::bail!("the script did not complete"),
+        _ => anyhow::bail!("{failed}"),
     }
 }
 
