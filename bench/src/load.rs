@@ -138,15 +138,32 @@ async fn one_round(
     for i in 0..args.runs {
         let client = clients[i % clients.len()].clone();
         let (source, expected) = (source.to_owned(), expected.clone());
-        runs.spawn(async move { one_run(&client, &format!("load-{i}"), &source, &expected).await });
+        runs.spawn(async move {
+            let run_started = Instant::now();
+            one_run(&client, &format!("load-{i}"), &source, &expected).await.map(|()| run_started.elapsed())
+        });
     }
     let mut errors = Vec::new();
+    let mut durations = Vec::with_capacity(args.runs);
     while let Some(joined) = runs.join_next().await {
-        if let Err(error) = joined.context("a run task failed").and_then(|result| result) {
-            errors.push(error);
+        match joined.context("a run task failed").and_then(|result| result) {
+            Ok(duration) => durations.push(duration),
+            Err(error) => errors.push(error),
         }
     }
     let elapsed = started.elapsed();
+    durations.sort();
+    if let (Some(&p50), Some(&p99)) = (durations.get(durations.len() / 2), durations.get(durations.len() * 99 / 100)) {
+        // All runs start at once, so a run's time includes its wait for a
+        // slot: p99 against p50 says how evenly the sidecar serves them.
+        println!(
+            "  run time, all {} started at once: p50 {:.1} ms, p99 {:.1} ms (p99 = {:.1}x p50)",
+            durations.len(),
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3,
+            p99.as_secs_f64() / p50.as_secs_f64().max(f64::MIN_POSITIVE)
+        );
+    }
     sampler.abort();
     let peak = *peak.lock().map_err(|_| anyhow::anyhow!("the sampler panicked"))?;
     Ok((errors, elapsed, peak))
@@ -188,7 +205,10 @@ fn report_rss(before: &ProcSample, afters: &[ProcSample]) {
     let (Some(first), Some(last)) = (afters.first(), afters.last()) else { return };
     let drift_from_baseline = drift(before.rss_kib, last.rss_kib);
     let verdict = if drift_from_baseline <= 10.0 { "within" } else { "NOT within" };
-    println!("RSS after vs before: {drift_from_baseline:+.1}% ({verdict} 10% of the baseline)");
+    println!(
+        "RSS after vs before: {drift_from_baseline:+.1}% ({verdict} 10% of the baseline; the sidecar gives its pool back \
+         once idle past --idle-release-seconds: see --idle-seconds)"
+    );
     if afters.len() > 1 {
         println!("RSS after the last round vs after the first: {:+.1}%", drift(first.rss_kib, last.rss_kib));
     }
