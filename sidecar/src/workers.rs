@@ -232,6 +232,11 @@ impl<IO> Drop for Workers<IO> {
 mod tests {
     use super::*;
 
+    /// How many runs each worker holds, in worker order.
+    fn runs_per_worker(placement: &Placement) -> Vec<usize> {
+        placement.seats.iter().map(|seat| seat.runs.load(Ordering::Relaxed)).collect()
+    }
+
     #[test]
     fn runs_go_to_the_least_busy_worker_and_free_their_place() {
         let runtimes = Runtimes::build(2).expect("runtimes");
@@ -239,13 +244,11 @@ mod tests {
         let (_, first) = placement.choose();
         let (_, second) = placement.choose();
         // One each: the two workers hold one run each.
-        let counts: Vec<usize> = placement.seats.iter().map(|seat| seat.runs.load(Ordering::Relaxed)).collect();
-        assert_eq!(counts, vec![1, 1]);
+        assert_eq!(runs_per_worker(&placement), vec![1, 1]);
         drop(first);
         let (_, third) = placement.choose();
         drop((second, third));
-        let counts: Vec<usize> = placement.seats.iter().map(|seat| seat.runs.load(Ordering::Relaxed)).collect();
-        assert_eq!(counts, vec![0, 0]);
+        assert_eq!(runs_per_worker(&placement), vec![0, 0]);
     }
 
     #[test]
@@ -260,8 +263,7 @@ mod tests {
         })
         .join()
         .expect("thread");
-        let counts: Vec<usize> = placement.seats.iter().map(|seat| seat.runs.load(Ordering::Relaxed)).collect();
-        assert_eq!(counts, vec![0, 0, 1]);
+        assert_eq!(runs_per_worker(&placement), vec![0, 0, 1]);
         drop(seated);
     }
 
@@ -278,8 +280,7 @@ mod tests {
         .join()
         .expect("thread");
         // Home takes runs while at most `SLACK` ahead, then they alternate.
-        let counts: Vec<usize> = placement.seats.iter().map(|seat| seat.runs.load(Ordering::Relaxed)).collect();
-        assert_eq!(counts, vec![SLACK + 2, 1]);
+        assert_eq!(runs_per_worker(&placement), vec![SLACK + 2, 1]);
         drop(seated);
     }
 }

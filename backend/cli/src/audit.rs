@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
-use tether_backend::agent::nested_turn_id;
-use tether_backend::turn::{AuditRecord, AuditStore, LedgerEntry};
+use tether_backend::agent::{AGENT_TOOL_PREFIX, nested_turn_id};
+use tether_backend::turn::{AuditRecord, AuditStore, CallIdentity, LedgerEntry};
 
 /// Which rows to show.
 #[derive(Debug, Clone, Default)]
@@ -21,8 +21,16 @@ pub struct Filter {
 
 impl Filter {
     fn keeps(&self, row: &AuditRecord) -> bool {
-        self.run.as_ref().is_none_or(|run| row.call.script_run_id.as_ref() == Some(run))
-            && self.code.as_ref().is_none_or(|code| row.code.as_ref() == Some(code))
+        self.keeps_run(&row.call) && self.code.as_ref().is_none_or(|code| row.code.as_ref() == Some(code))
+    }
+
+    /// Ledger rows have no code: only the run filter applies to them.
+    fn keeps_entry(&self, entry: &LedgerEntry) -> bool {
+        self.keeps_run(&entry.call)
+    }
+
+    fn keeps_run(&self, call: &CallIdentity) -> bool {
+        self.run.as_ref().is_none_or(|run| call.script_run_id.as_ref() == Some(run))
     }
 
     fn is_empty(&self) -> bool {
@@ -53,7 +61,7 @@ pub async fn read(store: &Arc<dyn AuditStore>, turn_id: &str) -> anyhow::Result<
         // A nested turn exists only for calls whose rows say so; looking up
         // every call's id would find nothing for the others.
         for row in &audit {
-            if row.call.tool.starts_with("agent_") {
+            if row.call.tool.starts_with(AGENT_TOOL_PREFIX) {
                 pending.push(nested_turn_id(&turn, &row.call.call_id));
             }
         }
@@ -82,7 +90,7 @@ pub fn render(turn_id: &str, records: &TurnRecords, filter: &Filter) -> String {
     let ledger: Vec<&LedgerEntry> = records
         .ledger
         .iter()
-        .filter(|e| filter.run.as_ref().is_none_or(|run| e.call.script_run_id.as_ref() == Some(run)))
+        .filter(|e| filter.keeps_entry(e))
         .collect();
     if !ledger.is_empty() {
         let _ = writeln!(out, "ledger (calls of tools with effects):");
@@ -160,7 +168,7 @@ fn tree(rows: &[AuditRecord]) -> Vec<(&AuditRecord, usize)> {
 /// The records as JSON: `{"turn_id", "audit": [...], "ledger": [...]}`,
 /// filtered like [`render`].
 pub fn to_json(turn_id: &str, records: &TurnRecords, filter: &Filter) -> Value {
-    let identity = |call: &tether_backend::turn::CallIdentity| {
+    let identity = |call: &CallIdentity| {
         json!({
             "turn_id": call.turn_id,
             "call_id": call.call_id,
@@ -193,7 +201,7 @@ pub fn to_json(turn_id: &str, records: &TurnRecords, filter: &Filter) -> Value {
     let ledger: Vec<Value> = records
         .ledger
         .iter()
-        .filter(|e| filter.run.as_ref().is_none_or(|run| e.call.script_run_id.as_ref() == Some(run)))
+        .filter(|e| filter.keeps_entry(e))
         .map(|e| {
             let mut row = identity(&e.call);
             row["approval_required"] = json!(e.approval_required);

@@ -8,10 +8,9 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::sync::Arc;
-use tether_backend::SidecarClient;
 use tether_backend::agent::{AgentConfig, AgentEvent, AgentEventSink, AgentRun, AgentsConfig, NestedTurnSetup, PeerAgents};
 use tether_backend::tools::ToolSet;
-use tether_backend::turn::{ScriptTool, Turn, TurnBuilder};
+use tether_backend::turn::{Tool, Turn, TurnBuilder};
 
 /// The agent a chat talks to when the command line names none and the
 /// config has several.
@@ -85,7 +84,8 @@ pub struct Session {
     peers: PeerAgents,
     setup: TurnSetup,
     tools: Arc<ToolSet>,
-    client: SidecarClient,
+    /// `run_script`, for the top-level turns and the nested ones.
+    script: Tool,
     conversation: Vec<Value>,
     id_prefix: String,
     turns: u32,
@@ -101,24 +101,22 @@ impl Session {
     /// A session with `agent` of `agents`; agent tools' nested turns get the
     /// same tools, approver, audit store and events as the top-level turn.
     ///
-    /// # Errors
-    /// If the `run_script` tool cannot be made.
+    /// `script` is the `run_script` tool ([`script_tool`](crate::turn::script_tool)).
     pub fn new(
         agent: String,
         agents: AgentsConfig,
         setup: TurnSetup,
         tools: Arc<ToolSet>,
-        client: SidecarClient,
+        script: Tool,
         events: Arc<dyn AgentEventSink>,
         id_prefix: String,
-    ) -> anyhow::Result<Session> {
-        let script = ScriptTool::new(client.clone()).into_tool()?;
+    ) -> Session {
         let nested: NestedTurnSetup = {
-            let (setup, tools) = (setup.clone(), tools.clone());
+            let (setup, tools, script) = (setup.clone(), tools.clone(), script.clone());
             Arc::new(move |_agent: &str, builder: TurnBuilder| setup.equip(builder, &tools, &script))
         };
         let peers = PeerAgents::new(agents, nested, events);
-        Ok(Session { agent, peers, setup, tools, client, conversation: Vec::new(), id_prefix, turns: 0 })
+        Session { agent, peers, setup, tools, script, conversation: Vec::new(), id_prefix, turns: 0 }
     }
 
     /// The agent talked to.
@@ -131,7 +129,7 @@ impl Session {
         self.turns += 1;
         let id = format!("{}-{}", self.id_prefix, self.turns);
         let agent_tools = self.peers.tools_for(Some(&self.agent))?;
-        Ok(self.setup.build(&id, &self.tools, self.client.clone(), agent_tools)?)
+        Ok(self.setup.build(&id, &self.tools, &self.script, agent_tools)?)
     }
 
     /// Sends `message` as the user and runs the turn to its answer or to the
@@ -207,23 +205,27 @@ pub struct LiveView {
 }
 
 impl LiveView {
-    fn line(&self, text: &str) {
+    /// Prints `text` on a line of its own (after ending streamed text), or
+    /// with `None` only ends streamed text; one lock, so tokens never
+    /// interleave with it.
+    fn end_line_then(&self, text: Option<&str>) {
         let mut mid = self.mid_line.lock().unwrap_or_else(|p| p.into_inner());
         let mut err = std::io::stderr().lock();
-        if *mid {
+        if std::mem::take(&mut *mid) {
             let _ = writeln!(err);
-            *mid = false;
         }
-        let _ = writeln!(err, "{text}");
+        if let Some(text) = text {
+            let _ = writeln!(err, "{text}");
+        }
+    }
+
+    fn line(&self, text: &str) {
+        self.end_line_then(Some(text));
     }
 
     /// Ends streamed text with a newline, if it is mid-line.
     pub fn finish_line(&self) {
-        let mut mid = self.mid_line.lock().unwrap_or_else(|p| p.into_inner());
-        if *mid {
-            let _ = writeln!(std::io::stderr());
-            *mid = false;
-        }
+        self.end_line_then(None);
     }
 }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use tether_backend::SidecarClient;
 use tether_backend::tools::{Config, ToolSet, Vars};
 use tether_backend::agent::{AgentsConfig, NestedTurnSetup, NoAgentEvents, PeerAgents};
-use tether_backend::turn::{Approver, AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover, Turn};
+use tether_backend::turn::{Approver, AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover, Tool, Turn};
 use tether_cli::audit;
 use tether_cli::chat::{self, LiveView, ModelChoice, Session};
 use tether_cli::demo::{self, DemoWorld};
@@ -24,7 +24,7 @@ use tether_cli::demo_db;
 use tether_cli::embedded::EmbeddedSidecar;
 use tether_cli::listing;
 use tether_cli::terminal::TerminalApprover;
-use tether_cli::turn::{PrintEvents, TurnSetup};
+use tether_cli::turn::{PrintEvents, TurnSetup, script_tool};
 use tether_sidecar::SidecarConfig;
 use tether_telemetry::TelemetryArgs;
 
@@ -202,7 +202,8 @@ struct Backend {
     tools: Arc<ToolSet>,
     embedded: Option<EmbeddedSidecar>,
     address: String,
-    client: SidecarClient,
+    /// `run_script` on the sidecar, shared by every turn.
+    script: Tool,
     setup: TurnSetup,
     audit_url: AuditStoreUrl,
     /// The terminal prompt, when approvals are asked on it (chat reads its
@@ -235,7 +236,8 @@ impl Backend {
         let audit_url = audit_store_url(cli)?;
         let audit = audit_url.open().await.with_context(|| format!("cannot open the audit store `{audit_url}`"))?;
         let setup = TurnSetup { approver, audit, events: Arc::new(PrintEvents), turn: source.config.turn.clone() };
-        Ok(Backend { source, tools, embedded, address, client, setup, audit_url, terminal })
+        let script = script_tool(client)?;
+        Ok(Backend { source, tools, embedded, address, script, setup, audit_url, terminal })
     }
 
     /// Ends the MCP servers and an embedded sidecar; reports the demo world's outbox.
@@ -326,7 +328,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let backend = Backend::start(&cli, source, Approval::Policy).await?;
             let live = Arc::new(LiveView::default());
             let outcome = async {
-                let mut session = session(&backend, agent, agents, live.clone(), "ask")?;
+                let mut session = session(&backend, agent, agents, live.clone(), "ask");
                 let (turn, run) = session.send(question).await?;
                 live.finish_line();
                 eprintln!("audit: {}", backend.audit_hint(turn.id()));
@@ -354,8 +356,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-fn session(backend: &Backend, agent: String, agents: AgentsConfig, live: Arc<LiveView>, kind: &str) -> anyhow::Result<Session> {
-    Session::new(agent, agents, backend.setup.clone(), backend.tools.clone(), backend.client.clone(), live, turn_id(kind))
+fn session(backend: &Backend, agent: String, agents: AgentsConfig, live: Arc<LiveView>, kind: &str) -> Session {
+    Session::new(agent, agents, backend.setup.clone(), backend.tools.clone(), backend.script.clone(), live, turn_id(kind))
 }
 
 /// `tether chat`: reads a message per line until the end of input (or
@@ -363,7 +365,7 @@ fn session(backend: &Backend, agent: String, agents: AgentsConfig, live: Arc<Liv
 /// which approval-required actions ran.
 async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -> anyhow::Result<()> {
     let live = Arc::new(LiveView::default());
-    let mut session = session(backend, agent, agents, live.clone(), "chat")?;
+    let mut session = session(backend, agent, agents, live.clone(), "chat");
     // Lines are read through the approval prompt's input when it is on this
     // terminal, so a typed answer is never taken as a message.
     let terminal = backend.terminal.clone().unwrap_or_else(|| Arc::new(TerminalApprover::new("terminal")));
@@ -442,7 +444,7 @@ async fn run_script(cli: &Cli, source: Source, code: String, input: Value, label
     let backend = Backend::start(cli, source, Approval::Policy).await?;
     let turn_id = turn_id("run");
     let outcome = async {
-        let turn = backend.setup.build(&turn_id, &backend.tools, backend.client.clone(), Vec::new())?;
+        let turn = backend.setup.build(&turn_id, &backend.tools, &backend.script, Vec::new())?;
         eprintln!(
             "running {label} as the model's run_script call, on the sidecar at {}, with the {} tools of {}",
             backend.address,

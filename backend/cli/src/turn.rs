@@ -40,18 +40,26 @@ impl TurnSetup {
 
     /// A top-level turn with id `turn_id`: `[turn]`'s limits (payloads
     /// captured for the live view) and deadline, the tools of `tools`,
-    /// `run_script` on the sidecar behind `client`, and `extra` (agent tools).
+    /// `script` (the `run_script` tool, [`script_tool`]), and `extra` (agent tools).
     ///
     /// # Errors
     /// If two tools share a name (a tool set's are unique; `run_script` is taken).
-    pub fn build(&self, turn_id: &str, tools: &ToolSet, client: SidecarClient, extra: Vec<Tool>) -> Result<Turn, TurnError> {
-        let script = ScriptTool::new(client).into_tool()?;
+    pub fn build(&self, turn_id: &str, tools: &ToolSet, script: &Tool, extra: Vec<Tool>) -> Result<Turn, TurnError> {
         let mut builder = Turn::builder(turn_id).limits(self.turn.limits.clone()).capture_payloads(true);
         if let Some(deadline) = self.turn.deadline {
             builder = builder.deadline_in(deadline);
         }
-        extra.into_iter().fold(self.equip(builder, tools, &script), TurnBuilder::add_tool).build()
+        extra.into_iter().fold(self.equip(builder, tools, script), TurnBuilder::add_tool).build()
     }
+}
+
+/// The `run_script` tool on the sidecar behind `client`, made once and
+/// shared by every turn (nested ones included) of a command.
+///
+/// # Errors
+/// If the tool's schema does not compile (it is fixed: never in practice).
+pub fn script_tool(client: SidecarClient) -> Result<Tool, TurnError> {
+    ScriptTool::new(client).into_tool()
 }
 
 /// Prints every call of the turn as it starts and ends, nested calls indented.

@@ -34,12 +34,16 @@ pub fn effective_agent_tools(config: &AgentsConfig, caller: Option<&str>) -> Vec
     list
 }
 
-/// The tool name agent `agent` is offered under: `agent_` and the name
-/// lowercased, every character but ASCII letters and digits replaced by `_`.
+/// What every agent tool's name starts with.
+pub const AGENT_TOOL_PREFIX: &str = "agent_";
+
+/// The tool name agent `agent` is offered under: [`AGENT_TOOL_PREFIX`] and
+/// the name lowercased, every character but ASCII letters and digits
+/// replaced by `_`.
 pub fn agent_tool_name(agent: &str) -> String {
     let sanitised: String =
         agent.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
-    format!("agent_{sanitised}")
+    format!("{AGENT_TOOL_PREFIX}{sanitised}")
 }
 
 #[cfg(test)]

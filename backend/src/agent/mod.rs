@@ -27,6 +27,6 @@ pub use chat::{AssistantMessage, ChatEndpoint, ModelToolCall};
 pub use config::{AgentConfig, AgentToolEntry, AgentsConfig};
 pub use error::AgentError;
 pub use events::{AgentEvent, AgentEventLog, AgentEventSink, NoAgentEvents};
-pub use merge::{agent_tool_name, effective_agent_tools};
+pub use merge::{AGENT_TOOL_PREFIX, agent_tool_name, effective_agent_tools};
 pub use peers::{NestedTurnSetup, PeerAgents, nested_turn_id};
 pub use run::{AgentLoop, AgentRun, DEFAULT_MAX_ITERATIONS};
