@@ -57,10 +57,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     ];
     flags.extend(args.sidecar_args.iter().cloned());
     let sidecar = SidecarProcess::start(&binary, &flags)?;
-    let mut clients = Vec::new();
-    for _ in 0..args.connections.max(1) {
-        clients.push(sidecar.connect().await?);
-    }
+    let clients = sidecar.connections(args.connections).await?;
     let source = format!("sum(call('echo', i=i)['value'] for i in range({}))", args.calls);
     let expected = Value::from((0..u64::from(args.calls)).sum::<u64>());
 

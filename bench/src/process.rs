@@ -3,7 +3,7 @@
 
 use anyhow::{Context, bail};
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tether_backend::{CallHandler, ScriptCall, SidecarClient, ToolOutcome};
@@ -48,7 +48,7 @@ impl SidecarProcess {
     /// Starts `binary` on `127.0.0.1:0` with `args` (logs to stderr at
     /// `warn`), and waits until it announces its TCP listener (and its Unix
     /// socket, when `args` give `--socket`).
-    pub(crate) fn start(binary: &PathBuf, args: &[String]) -> anyhow::Result<SidecarProcess> {
+    pub(crate) fn start(binary: &Path, args: &[String]) -> anyhow::Result<SidecarProcess> {
         let mut child = Command::new(binary)
             // Loopback only, and only for the duration of the command.
             .args(["--listen", "127.0.0.1:0", "--insecure-loopback"])
@@ -79,6 +79,15 @@ impl SidecarProcess {
     /// compiles or loads its runtimes first).
     pub(crate) async fn connect(&self) -> anyhow::Result<SidecarClient> {
         self.connect_to(&self.url).await
+    }
+
+    /// `count` clients (at least one), each on a connection of its own.
+    pub(crate) async fn connections(&self, count: usize) -> anyhow::Result<Vec<SidecarClient>> {
+        let mut clients = Vec::with_capacity(count.max(1));
+        for _ in 0..count.max(1) {
+            clients.push(self.connect().await?);
+        }
+        Ok(clients)
     }
 
     /// Like [`connect`](Self::connect), to `url` (this sidecar's TCP or Unix address).

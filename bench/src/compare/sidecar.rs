@@ -48,10 +48,7 @@ pub(crate) async fn parked_rss(cache_dir: &Path, counts: &[usize]) -> anyhow::Re
             room,
         ];
         let sidecar = SidecarProcess::start(&binary, &flags)?;
-        let mut clients = Vec::new();
-        for _ in 0..8 {
-            clients.push(sidecar.connect().await?);
-        }
+        let clients = sidecar.connections(8).await?;
         for i in 0..4 {
             let outcome = clients[0].run(RunRequest::python(format!("warm-{i}"), "1 + 1"), &Park::default()).await?;
             anyhow::ensure!(outcome.is_ok(), "a warm-up run failed: {outcome:?}");
@@ -102,7 +99,7 @@ pub(crate) async fn start_up(samples: usize) -> anyhow::Result<(Vec<Duration>, V
 
 async fn time_to_serving(binary: &Path, cache_dir: &Path) -> anyhow::Result<Duration> {
     let started = Instant::now();
-    let sidecar = SidecarProcess::start(&binary.to_owned(), &["--cache-dir".into(), cache_dir.display().to_string()])?;
+    let sidecar = SidecarProcess::start(binary, &["--cache-dir".into(), cache_dir.display().to_string()])?;
     let client = SidecarClient::connect(&sidecar.url).await?;
     // Readiness polled every millisecond (`wait_ready` sleeps 20 ms between looks).
     while client.wait_ready(Duration::ZERO).await.is_err() {
