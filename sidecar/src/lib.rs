@@ -14,7 +14,8 @@
 //! - `harden`: process hardening at start (no new privileges, no core dumps, user drop)
 //! - `unix_authority`: mends the `:authority` clients send on a Unix socket
 //! - `workers`: the threads a listener's connections and runs execute on, one runtime each
-//! - `service`: the `tether.v1` gRPC service; one task per run
+//! - `service`: the `tether.v1` gRPC service: admits runs, drives each to its end
+//! - `driven`: runs driven by their own response stream; the sweeper for stalled ones
 //! - `run`: one run — a fresh store and instance, `_start`, its end
 //! - `calls`: the per-script call cap, the calls the sidecar refuses, forwarding
 //! - `stream`: a run's side of its stream (outbound messages, results owed)
@@ -31,6 +32,7 @@ mod auth;
 mod calls;
 mod config;
 mod cpu;
+mod driven;
 mod embedded;
 mod engine;
 mod error;

@@ -1,8 +1,9 @@
 //! The sidecar's life — loading, ready, draining, stopped — and the one owner
 //! of its run tasks.
 //!
-//! Ownership: every run is a task in [`Lifecycle`]'s [`TaskTracker`]. A run
-//! task ends on its own (see `service.rs`) or when [`Lifecycle::stop`] fires
+//! Ownership: every run is tracked by [`Lifecycle`]'s [`TaskTracker`], as a
+//! task of its own or as the future its response stream drives. A run ends
+//! on its own (see `service.rs`) or when [`Lifecycle::stop`] fires
 //! its token; [`Lifecycle::drain`] waits for the tasks first, up to its
 //! deadline.
 //! The phase moves only forward, so a late "loaded" never undoes a drain.
@@ -88,15 +89,15 @@ impl Lifecycle {
         moved
     }
 
-    /// Spawns a run's task; it is waited for by drains and shutdowns.
-    pub(crate) fn spawn_run(&self, run: impl Future<Output = ()> + Send + 'static) {
-        self.runs.spawn(run);
+    /// `run`, counted as a run until it completes or is dropped: drains and
+    /// shutdowns wait for it.
+    pub(crate) fn track_run<F: Future<Output = ()>>(&self, run: F) -> impl Future<Output = ()> + use<F> {
+        self.runs.track_future(run)
     }
 
-    /// Spawns a run's task on the runtime `on` (a worker's); it is waited
-    /// for by drains and shutdowns.
-    pub(crate) fn spawn_run_on(&self, run: impl Future<Output = ()> + Send + 'static, on: &tokio::runtime::Handle) {
-        self.runs.spawn_on(run, on);
+    /// True once runs must end now (see [`Lifecycle::runs_cancelled`]).
+    pub(crate) fn cancelling(&self) -> bool {
+        self.cancel.is_cancelled()
     }
 
     /// Completes when runs must end now (shutdown, or a drain past its
@@ -170,9 +171,9 @@ mod tests {
     async fn a_drain_waits_for_runs_that_end_in_time() {
         let lifecycle = Lifecycle::new(Phase::Ready);
         let (release, released) = tokio::sync::oneshot::channel::<()>();
-        lifecycle.spawn_run(async move {
+        tokio::spawn(lifecycle.track_run(async move {
             let _ = released.await;
-        });
+        }));
         let drain = lifecycle.drain(Duration::from_secs(600), || 1);
         let (report, ()) = tokio::join!(drain, async move {
             let _ = release.send(());
@@ -185,7 +186,7 @@ mod tests {
     async fn a_drain_cancels_what_outlasts_its_deadline() {
         let lifecycle = std::sync::Arc::new(Lifecycle::new(Phase::Ready));
         let run = lifecycle.clone();
-        lifecycle.spawn_run(async move { run.runs_cancelled().await });
+        tokio::spawn(lifecycle.track_run(async move { run.runs_cancelled().await }));
         let report = lifecycle.drain(Duration::from_millis(20), || 1).await;
         assert_eq!(report.cancelled, 1);
         assert!(lifecycle.cancel.is_cancelled());

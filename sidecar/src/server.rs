@@ -4,6 +4,7 @@
 
 use crate::auth::{AccessError, Gate};
 use crate::config::SidecarConfig;
+use crate::driven::{self, DrivenRuns};
 use crate::engine::{EngineError, SandboxEngine};
 use crate::health::HealthService;
 use crate::idle;
@@ -43,6 +44,9 @@ pub enum SidecarError {
     /// start.
     #[error("failed to start the thread that gives memory back when the sidecar is idle: {0}; pass `--idle-release-seconds 0` (`SidecarConfig::idle_release` zero) to go without it")]
     IdleRelease(std::io::Error),
+    /// The thread that ends stalled runs could not start.
+    #[error("failed to start the thread that ends runs whose stream the backend no longer reads: {0}")]
+    Sweeper(std::io::Error),
     /// The gRPC server failed.
     #[error("the gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
@@ -118,8 +122,11 @@ impl Sidecar {
         let memory = MemoryBudget::new(config.total_memory_bytes);
         let lifecycle = Lifecycle::new(phase);
         let idle_release = config.idle_release;
-        let shared = Arc::new(Shared { engine, config, capacity, memory, lifecycle, metrics: Arc::new(Metrics::new()) });
+        let driven = Arc::new(DrivenRuns::default());
+        let metrics = Arc::new(Metrics::new());
+        let shared = Arc::new(Shared { engine, config, capacity, memory, lifecycle, metrics, driven });
         idle::spawn(Arc::downgrade(&shared), idle_release).map_err(SidecarError::IdleRelease)?;
+        driven::spawn_sweeper(Arc::downgrade(&shared)).map_err(SidecarError::Sweeper)?;
         Ok(Sidecar { shared })
     }
 

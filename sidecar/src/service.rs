@@ -1,7 +1,8 @@
 //! The gRPC `Sidecar` service: admits runs and drives each run's stream.
 //!
-//! Ownership: every run is a task of the sidecar's [`Lifecycle`]. The task
-//! owns the guest, the inbound stream and the outbound sender. It ends when the
+//! Ownership: every run is tracked by the sidecar's [`Lifecycle`], and
+//! driven by its response stream (`driven`) or, on a worker, by a task of its
+//! own. The run owns the guest, the inbound stream and the outbound sender. It ends when the
 //! script ends, when the backend cancels, breaks the protocol or goes away
 //! (inbound stream ends, or nobody reads the outbound stream), at the run's
 //! deadline, or when the lifecycle cancels runs (shutdown, or a drain past its
@@ -19,6 +20,7 @@ use crate::memory::MemoryBudget;
 use crate::metrics::Metrics;
 use crate::run::{self, RunPlan};
 use crate::slots::{Admission, Capacity};
+use crate::driven::{DrivenRuns, RunStream};
 use crate::stream::{Outbound, PendingCalls};
 use crate::workers::Placement;
 use futures::{Stream, StreamExt};
@@ -28,7 +30,6 @@ use std::time::Instant;
 use tether_proto::pb::{self, backend_message, sidecar_server};
 use tether_telemetry::TraceContext;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
@@ -44,6 +45,8 @@ pub(crate) struct Shared {
     pub(crate) memory: Arc<MemoryBudget>,
     pub(crate) lifecycle: Lifecycle,
     pub(crate) metrics: Arc<Metrics>,
+    /// Runs driven by their response streams (`driven`).
+    pub(crate) driven: Arc<DrivenRuns>,
 }
 
 /// The `tether.v1.Sidecar` gRPC service.
@@ -64,7 +67,7 @@ impl SidecarService {
 
 #[tonic::async_trait]
 impl sidecar_server::Sidecar for SidecarService {
-    type RunStream = ReceiverStream<Result<pb::SidecarMessage, Status>>;
+    type RunStream = RunStream;
 
     async fn run(&self, request: Request<Streaming<pb::BackendMessage>>) -> Result<Response<Self::RunStream>, Status> {
         // The backend's span for the run, if it sent one: the run's span is its child.
@@ -131,22 +134,22 @@ impl SidecarService {
             calls = tracing::field::Empty,
         );
         parent.set_parent_of(&span);
+        // A deadline beyond what `Instant` holds never passes.
+        let deadline = Instant::now().checked_add(plan.limits.deadline);
         let task = RunTask { shared: self.shared.clone(), engine, plan, outbound: Outbound::new(sender), admission };
-        let run = task.drive(inbound).instrument(span);
+        let run = self.shared.lifecycle.track_run(task.drive(inbound).instrument(span));
         match &self.placement {
+            // On a worker (`workers`): a task there, with its place on it.
             Some(placement) => {
                 let (worker, seated) = placement.choose();
-                self.shared.lifecycle.spawn_run_on(
-                    async move {
-                        let _seated = seated;
-                        run.await;
-                    },
-                    &worker,
-                );
+                worker.spawn(async move {
+                    let _seated = seated;
+                    run.await;
+                });
+                Ok(RunStream::forwarding(receiver))
             }
-            None => self.shared.lifecycle.spawn_run(run),
+            None => Ok(RunStream::driving(receiver, run, deadline, &self.shared.driven)),
         }
-        Ok(ReceiverStream::new(receiver))
     }
 }
 
@@ -177,6 +180,9 @@ impl RunTask {
         // `drive` runs in the run's span (`run`): its calls' spans hang below it.
         let run_span = tracing::Span::current();
         let started = Instant::now();
+        // Until the run has an end to report, dropping it (its stream gone
+        // with the backend) is the backend's leaving.
+        let left = BackendLeft { metrics: &shared.metrics, started, span: run_span.clone(), armed: true };
         let link = RunLink::new(outbound.clone(), plan.limits.output_bytes, shared.metrics.clone());
         let cpu = Arc::new(CpuMeter::default());
         let peak_memory = AtomicU64::new(0);
@@ -217,17 +223,14 @@ impl RunTask {
         };
         // The guest future is dropped here: unless the guest ended by itself
         // (`spent`), the instance, slot and waiting place are free.
-        run_span.record("outcome", end.kind());
         // Signed: OpenTelemetry keeps unsigned numbers as text.
         run_span.record("calls", i64::from(link.stats.calls.load(Ordering::Relaxed)));
         let run_end = match end {
-            RunEnd::BackendGone => {
-                tracing::info!("run ended: the backend went away");
-                shared.metrics.run_ended(None, started.elapsed());
-                return;
-            }
+            RunEnd::BackendGone => return,
             end => end,
         };
+        left.disarm();
+        run_span.record("outcome", run_end.kind());
         match &run_end {
             RunEnd::Internal(cause) => tracing::error!(%cause, "run failed in the sidecar"),
             RunEnd::GuestFault(cause) => tracing::warn!(%cause, "the guest crashed"),
@@ -255,6 +258,32 @@ impl RunTask {
             let _ = outbound.send(pb::sidecar_message::Kind::Finished(finished)).await;
         }
         drop(spent);
+    }
+}
+
+/// Reports a run that ends without `Finished` because the backend went away:
+/// noticed by the run, or the run dropped with its stream.
+struct BackendLeft<'a> {
+    metrics: &'a Metrics,
+    started: Instant,
+    span: tracing::Span,
+    armed: bool,
+}
+
+impl BackendLeft<'_> {
+    /// The run has another end to report.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for BackendLeft<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.span.record("outcome", RunEnd::BackendGone.kind());
+            self.span.in_scope(|| tracing::info!("run ended: the backend went away"));
+            self.metrics.run_ended(None, self.started.elapsed());
+        }
     }
 }
 

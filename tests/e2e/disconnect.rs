@@ -3,11 +3,12 @@
 
 use crate::support::*;
 use std::time::Duration;
+use tether_sidecar::SidecarConfig;
 
 /// Starts `source`, waits until it has called `ping` or `hold`, then drops
 /// the client's run future (and with it the stream).
-async fn drop_stream_after_first_call(source: &str) {
-    let (sidecar, client) = sidecar().await;
+async fn drop_stream_after_first_call(source: &str, config: SidecarConfig) {
+    let (sidecar, client) = sidecar_with(config).await;
     let recorder = Recorder::new();
     let run = {
         let (client, recorder, request) = (client.clone(), recorder.clone(), demo_request(source));
@@ -26,10 +27,17 @@ async fn drop_stream_after_first_call(source: &str) {
 
 #[tokio::test]
 async fn dropping_the_stream_ends_a_computing_script() {
-    drop_stream_after_first_call("ping()\nwhile True:\n    pass\n").await;
+    drop_stream_after_first_call("ping()\nwhile True:\n    pass\n", test_config()).await;
 }
 
 #[tokio::test]
 async fn dropping_the_stream_ends_a_script_waiting_on_a_call() {
-    drop_stream_after_first_call("hold()\n'never reached'\n").await;
+    drop_stream_after_first_call("hold()\n'never reached'\n", test_config()).await;
+}
+
+#[tokio::test]
+async fn dropping_the_stream_ends_a_script_on_worker_threads() {
+    let config = SidecarConfig { worker_threads: 2, ..test_config() };
+    drop_stream_after_first_call("hold()\n'never reached'\n", config.clone()).await;
+    drop_stream_after_first_call("ping()\nwhile True:\n    pass\n", config).await;
 }

@@ -4,6 +4,8 @@
 //! the sidecar is unharmed.
 
 use crate::support::*;
+use std::time::Duration;
+use tether_sidecar::SidecarConfig;
 use tether_backend::pb::{self, backend_message, sidecar_client::SidecarClient as RawClient, sidecar_message};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -152,6 +154,36 @@ async fn a_half_close_mid_call_cancels_the_run_with_finished() {
     let (finished, _) = finished(&mut inbound).await;
     assert_eq!(finished.status(), pb::RunStatus::Cancelled, "{finished:?}");
     assert!(finished.error.unwrap().message.contains("closed its side of the stream"));
+    assert_still_works(&client).await;
+}
+
+/// A backend that stops reading its stream (its flow-control window full)
+/// does not hold its run past the run's deadline: the sidecar ends the run
+/// and frees its instance and waiting place all the same.
+#[tokio::test]
+async fn a_run_whose_stream_nobody_reads_still_ends_at_its_deadline() {
+    // The default placement: the run is driven by its response stream.
+    let (sidecar, client) = sidecar_with(SidecarConfig { worker_threads: 0, ..test_config() }).await;
+    let channel = tonic::transport::Endpoint::from_shared(sidecar.url())
+        .unwrap()
+        .initial_stream_window_size(65_535)
+        .connect()
+        .await
+        .unwrap();
+    // Output streamed while the script computes, far more than the window.
+    let mut message = start("for i in range(16):\n    print('x' * 40000)\n    for j in range(200000):\n        pass\nwhile True:\n    pass\n");
+    if let Some(backend_message::Kind::Start(start)) = &mut message.kind {
+        start.limits = Some(pb::Limits { deadline_ms: 1000, ..Default::default() });
+    }
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(message).await.unwrap();
+    let unread = RawClient::new(channel).run(ReceiverStream::new(rx)).await.unwrap();
+    let counters = &sidecar.sidecar;
+    eventually(Duration::from_secs(10), "the run is admitted", || counters.live_runs() == 1).await;
+    eventually(Duration::from_secs(10), "the run ends at its 1 s deadline", || counters.live_runs() == 0).await;
+    assert_eq!(counters.waiting_runs(), 0);
+    assert_eq!(counters.free_slots(), counters.config().slots);
+    drop((unread, tx));
     assert_still_works(&client).await;
 }
 

@@ -3,13 +3,24 @@
 use crate::support::*;
 use serde_json::json;
 use std::collections::BTreeSet;
-use tether_backend::pb;
+use tether_backend::{SidecarClient, pb};
+use tether_sidecar::SidecarConfig;
 use tether_cli::demo::{self, DemoWorld};
 
 #[tokio::test]
 async fn the_contracts_script_emails_exactly_the_owners_of_ended_contracts() {
     let (_sidecar, client) = sidecar().await;
-    let (outcome, recorder) = run_demo(&client, demo::SCRIPT).await;
+    contracts_script_emails_exactly_the_owners_of_ended_contracts(&client).await;
+}
+
+#[tokio::test]
+async fn the_contracts_script_runs_the_same_on_worker_threads() {
+    let (_sidecar, client) = sidecar_with(SidecarConfig { worker_threads: 2, ..test_config() }).await;
+    contracts_script_emails_exactly_the_owners_of_ended_contracts(&client).await;
+}
+
+async fn contracts_script_emails_exactly_the_owners_of_ended_contracts(client: &SidecarClient) {
+    let (outcome, recorder) = run_demo(client, demo::SCRIPT).await;
     assert_eq!(outcome.status, pb::RunStatus::Ok, "{outcome:?}");
 
     let (checked, emailed, no_contract) = DemoWorld::default().expected_summary();

@@ -12,11 +12,12 @@ use tokio::sync::Notify;
 pub const RUST_GUEST: &str = "rust-example";
 
 /// A config for tests: compiled guests cached under the target dir, a small
-/// instance pool, the example Rust guest registered, and connections served
-/// on two worker threads as the `tether-sidecar` binary serves them.
+/// instance pool, the example Rust guest registered, and runs placed as the
+/// `tether-sidecar` binary places them by default (driven by their response
+/// streams; the opt-in worker threads have their tests in `workers.rs`).
 pub fn test_config() -> SidecarConfig {
     SidecarConfig {
-        worker_threads: 2,
+        worker_threads: 0,
         cache_dir: Some(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tether-cache")),
         max_waiting_runs: 16,
         extra_runtimes: vec![(RUST_GUEST.to_owned(), tether_guests::EXAMPLE_RUST.to_vec())],
