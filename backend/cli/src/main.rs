@@ -268,7 +268,11 @@ fn turn_id(kind: &str) -> String {
     format!("{kind}-{millis}-{}", std::process::id())
 }
 
-#[tokio::main]
+// One thread: the CLI runs one turn at a time, and with the client, the
+// embedded sidecar and the tools on one thread a message never waits for a
+// hand-off between threads (~20 µs each on a small VM; `docs/benchmarks.md`,
+// "Tether one thread"). A script computing yields the thread every epoch tick.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let outcome = async {

@@ -66,6 +66,9 @@ pub(crate) enum System {
     TetherUnix,
     /// A sidecar embedded in this process.
     TetherEmbedded,
+    /// A sidecar embedded in this process, its client and its tools on one
+    /// current-thread runtime, as the `tether` CLI runs them.
+    TetherOneThread,
     /// pydantic-monty, one session reused.
     MontyWarm,
     /// pydantic-monty, a checkout per run.
@@ -80,10 +83,11 @@ pub(crate) enum System {
 
 impl System {
     /// Every system, in column order.
-    pub(crate) const ALL: [System; 8] = [
+    pub(crate) const ALL: [System; 9] = [
         System::TetherTcp,
         System::TetherUnix,
         System::TetherEmbedded,
+        System::TetherOneThread,
         System::MontyWarm,
         System::MontyFresh,
         System::Cpython,
@@ -97,6 +101,7 @@ impl System {
             System::TetherTcp => "Tether TCP",
             System::TetherUnix => "Tether Unix",
             System::TetherEmbedded => "Tether embedded",
+            System::TetherOneThread => "Tether one thread",
             System::MontyWarm => "monty warm",
             System::MontyFresh => "monty fresh",
             System::Cpython => "CPython",
@@ -107,7 +112,7 @@ impl System {
 
     fn group(self) -> Group {
         match self {
-            System::TetherTcp | System::TetherUnix | System::TetherEmbedded => Group::Tether,
+            System::TetherTcp | System::TetherUnix | System::TetherEmbedded | System::TetherOneThread => Group::Tether,
             System::MontyWarm | System::MontyFresh => Group::Monty,
             System::Cpython => Group::Cpython,
             System::PyodideWarm | System::PyodideCold => Group::Pyodide,
@@ -117,7 +122,7 @@ impl System {
     /// Timed runs per workload, and untimed runs before them.
     fn samples(self, quick: bool) -> (usize, usize) {
         let (full, smoke) = match self {
-            System::TetherTcp | System::TetherUnix | System::TetherEmbedded => (300, 20),
+            System::TetherTcp | System::TetherUnix | System::TetherEmbedded | System::TetherOneThread => (300, 20),
             System::MontyWarm | System::MontyFresh => (300, 20),
             System::Cpython => (40, 4),
             System::PyodideWarm => (100, 5),
@@ -176,6 +181,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         measure_system(&mut figures, System::TetherEmbedded, &Runner::Tether(&tether::Tether::new(client)), args.quick)
             .await?;
         embedded.stop().await?;
+        measure_on_one_thread(&mut figures, args.quick)?;
 
         eprintln!("tether-bench: the sidecar's RSS with parked runs, and its start-up");
         let cache = sidecar::filled_cache().await?;
@@ -217,6 +223,30 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         None => eprintln!("tether-bench: a partial or --quick run: nothing written (give --out FILE to keep it)"),
     }
     Ok(())
+}
+
+/// [`System::TetherOneThread`]: an embedded sidecar, its client and the
+/// tools on a current-thread runtime of a thread of their own, so a message
+/// never changes threads (this blocks the calling thread meanwhile).
+fn measure_on_one_thread(figures: &mut Figures, quick: bool) -> anyhow::Result<()> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                runtime.block_on(async {
+                    let embedded =
+                        EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the embedded sidecar")?;
+                    let client = tether_backend::SidecarClient::connect(&embedded.url()).await?;
+                    client.wait_ready(std::time::Duration::from_secs(300)).await?;
+                    let tether = tether::Tether::new(client);
+                    measure_system(figures, System::TetherOneThread, &Runner::Tether(&tether), quick).await?;
+                    embedded.stop().await?;
+                    anyhow::Ok(())
+                })
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the one-thread measurement panicked"))?
+    })
 }
 
 /// Every workload one run at a time, then the throughput workloads at each level.
