@@ -17,6 +17,10 @@ pub(crate) struct Args {
     /// Calls per run in the round-trip measurement.
     #[arg(long, default_value_t = 50)]
     calls: usize,
+    /// The client, the sidecar and the tools on one current-thread runtime
+    /// (as the `tether` CLI runs them), not on the bench's multi-threaded one.
+    #[arg(long)]
+    one_thread: bool,
 }
 
 /// A no-op tool (`noop`) and a 1 ms tool (`slow`).
@@ -50,7 +54,20 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Runs the three run measurements and prints them.
-pub(crate) async fn run(Args { samples, calls }: Args) -> anyhow::Result<()> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    if !args.one_thread {
+        return measure(args).await;
+    }
+    // A thread of its own: a runtime cannot start inside another one's thread.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(measure(args)))
+            .join()
+            .map_err(|_| anyhow::anyhow!("the one-thread measurement panicked"))?
+    })
+}
+
+async fn measure(Args { samples, calls, .. }: Args) -> anyhow::Result<()> {
     let sidecar = EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the sidecar")?;
     let client = SidecarClient::connect(&sidecar.url()).await?;
     // Warm up: the compile cache, the pool, the connection.
