@@ -4,7 +4,7 @@
 //! Where things are:
 //! - `server`: the sidecar as a whole, served over TCP or a Unix socket
 //! - `embedded`: a sidecar served inside the backend's own process, on loopback
-//! - `lifecycle`: loading → ready → draining → stopped; owns the run tasks
+//! - `lifecycle`: loading → ready → draining → stopped; tracks every run
 //! - `loader`: the engine, built at once or on a background thread
 //! - `idle`: gives the instance pool and malloc's free memory back once the sidecar is idle
 //! - `signals`: SIGTERM and SIGINT, which drain the sidecar

@@ -1,5 +1,5 @@
 //! The sidecar's life — loading, ready, draining, stopped — and the one owner
-//! of its run tasks.
+//! of its runs.
 //!
 //! Ownership: every run is tracked by [`Lifecycle`]'s [`TaskTracker`], as a
 //! task of its own or as the future its response stream drives. A run ends
@@ -49,7 +49,7 @@ pub struct DrainReport {
     pub took: Duration,
 }
 
-/// The sidecar's phase and its run tasks.
+/// The sidecar's phase and its runs.
 #[derive(Debug)]
 pub(crate) struct Lifecycle {
     phase: watch::Sender<Phase>,
@@ -101,7 +101,7 @@ impl Lifecycle {
     }
 
     /// Completes when runs must end now (shutdown, or a drain past its
-    /// deadline). A run task `select!`s on it.
+    /// deadline). A run `select!`s on it.
     ///
     /// # Cancel safety
     /// Cancel-safe: it only waits.

@@ -1,4 +1,4 @@
-//! The sidecar as a whole: engine, capacity, lifecycle and run tasks, served
+//! The sidecar as a whole: engine, capacity, lifecycle and runs, served
 //! over TCP or a Unix socket with gRPC health and reflection beside
 //! `tether.v1`, plus a health-only listener and a Prometheus endpoint.
 

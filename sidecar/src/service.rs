@@ -36,7 +36,7 @@ use tracing::Instrument;
 /// Messages a run may have in flight to a slow reader before it waits.
 const OUTBOUND_BUFFER: usize = 64;
 
-/// State shared by the service and every run task.
+/// State shared by the service and every run.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) engine: EngineCell,
