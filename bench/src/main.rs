@@ -1,14 +1,15 @@
 //! `tether-bench`: Tether measured, alone and side by side with its peers.
 //!
-//! - default (no subcommand): Tether over TCP, a Unix socket and embedded,
-//!   pydantic-monty, CPython and Pyodide on the same four workloads; p50/p99,
+//! - default (no subcommand): Tether over TCP, a Unix socket, embedded, and
+//!   embedded on one thread, pydantic-monty, CPython and Pyodide on the same four workloads; p50/p99,
 //!   throughput, the sidecar's RSS and start-up; the one table of
 //!   `docs/benchmarks.md` (`compare`; `./x bench` installs the peers first)
 //! - `runs`: medians of whole runs over real gRPC on loopback, against an
 //!   embedded sidecar — a trivial run (`1 + 1`), one call round trip (a run
 //!   making N calls to a no-op tool minus a run making none, divided by N),
 //!   and a 20-call batch under `asyncio.gather` against 20 sequential calls
-//!   to a 1 ms tool, as a ratio (`runs`)
+//!   to a 1 ms tool, as a ratio; `--one-thread` puts client, sidecar and
+//!   tools on one current-thread runtime (`runs`)
 //! - `turn-calls`: calls per second through a `Turn` with an audit store
 //!   (SQLite by default, any with `--store URL`) — a read-only tool, a tool
 //!   with effects (ledger rows), and the latter from concurrent callers
