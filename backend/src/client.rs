@@ -160,7 +160,9 @@ impl RunRequest {
 
 impl SidecarClient {
     /// Connects to a sidecar at `address`: `http://host:port` for TCP, or
-    /// `unix:/path/to/socket`, with the default [`Keepalive`].
+    /// `unix:/path/to/socket`, or `unix-abstract:name` for a Linux abstract
+    /// socket (an embedded sidecar's `local_url`), with the default
+    /// [`Keepalive`].
     ///
     /// # Errors
     /// If the address is invalid or the sidecar cannot be reached.
@@ -192,9 +194,17 @@ impl SidecarClient {
                 .keep_alive_timeout(keepalive.timeout)
                 .keep_alive_while_idle(true)
         };
-        let channel = if let Some(path) = address.strip_prefix("unix:") {
-            let path = PathBuf::from(path);
+        let channel = if let Some(name) = address.strip_prefix("unix-abstract:") {
+            let name = name.to_owned();
             // The URI is unused for a Unix socket; tonic needs one all the same.
+            configure(Endpoint::from_static("http://tether.sidecar"))
+                .connect_with_connector(tower::service_fn(move |_: Uri| {
+                    let connected = connect_abstract(&name);
+                    async move { Ok::<_, std::io::Error>(TokioIo::new(connected?)) }
+                }))
+                .await?
+        } else if let Some(path) = address.strip_prefix("unix:") {
+            let path = PathBuf::from(path);
             configure(Endpoint::from_static("http://tether.sidecar"))
                 .connect_with_connector(tower::service_fn(move |_: Uri| {
                     let path = path.clone();
@@ -353,6 +363,17 @@ impl SidecarClient {
             }
         }
     }
+}
+
+/// Connects to the abstract Unix socket `name` (Linux; no file on disk). A
+/// connect to a listening Unix socket completes at once (it waits only while
+/// the listener's backlog is full), so the blocking call is kept.
+fn connect_abstract(name: &str) -> std::io::Result<tokio::net::UnixStream> {
+    use std::os::linux::net::SocketAddrExt;
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    let stream = std::os::unix::net::UnixStream::connect_addr(&address)?;
+    stream.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(stream)
 }
 
 /// Serves one call. The handler makes its own span for the call (the turn's

@@ -69,7 +69,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
 
 async fn measure(Args { samples, calls, .. }: Args) -> anyhow::Result<()> {
     let sidecar = EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the sidecar")?;
-    let client = SidecarClient::connect(&sidecar.url()).await?;
+    let client = SidecarClient::connect(&sidecar.local_url()).await?;
     // Warm up: the compile cache, the pool, the connection.
     median_run(&client, "1 + 1", 20).await?;
 

@@ -52,8 +52,8 @@ pub(crate) fn embedded_if_started() -> Option<&'static EmbeddedSidecar> {
 /// [`WhereError`] when the sidecar cannot be started or reached.
 pub(crate) async fn connect(address: &str, token: Option<String>) -> Result<SidecarClient, WhereError> {
     let address = match address {
-        EMBEDDED => embedded().await?.url(),
-        _ if ["unix:", "http://", "https://"].iter().any(|form| address.starts_with(form)) => address.to_owned(),
+        EMBEDDED => embedded().await?.local_url(),
+        _ if ["unix:", "unix-abstract:", "http://", "https://"].iter().any(|form| address.starts_with(form)) => address.to_owned(),
         _ => return Err(WhereError::Address(address.to_owned())),
     };
     let options = ConnectOptions { auth: ClientAuth { token, tls: None }, ..ConnectOptions::default() };

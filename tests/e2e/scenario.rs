@@ -94,6 +94,22 @@ async fn a_backend_can_reach_the_sidecar_over_a_unix_socket() {
 }
 
 #[tokio::test]
+async fn the_embedded_sidecars_own_clients_reach_it_over_an_abstract_socket() {
+    let (sidecar, _tcp_client) = sidecar().await;
+    let local = sidecar.local_url();
+    let name = local.strip_prefix("unix-abstract:").expect("an abstract socket");
+    assert!(!std::path::Path::new(name).exists(), "no file is made for it");
+    let client = SidecarClient::connect(&local).await.unwrap();
+    let (outcome, recorder) = run_demo(&client, "get_contract(customer_id='c2')['value']['customer']").await;
+    assert_eq!(outcome.result, Some(json!("Globex")), "{outcome:?}");
+    assert_eq!(recorder.names(), ["get_contract"]);
+    let other = tether_cli::embedded::EmbeddedSidecar::start(test_config()).await.unwrap();
+    assert_ne!(other.local_url(), local, "each embedded sidecar has a name of its own");
+    sidecar.stop().await.unwrap();
+    assert!(SidecarClient::connect(&local).await.is_err(), "the name is gone with its sidecar");
+}
+
+#[tokio::test]
 async fn the_standard_health_service_reports_serving() {
     use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
     let (sidecar, _client) = sidecar().await;

@@ -220,7 +220,7 @@ impl Backend {
         };
         let address = match (&cli.sidecar, &embedded) {
             (Some(address), _) => address.clone(),
-            (None, Some(embedded)) => embedded.url(),
+            (None, Some(embedded)) => embedded.local_url(),
             (None, None) => unreachable!("an embedded sidecar is started when none is named"),
         };
         // A sidecar named with `--sidecar` on TCP may ask for its token

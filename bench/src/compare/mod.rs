@@ -176,7 +176,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         drop(process);
 
         let embedded = EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the embedded sidecar")?;
-        let client = tether_backend::SidecarClient::connect(&embedded.url()).await?;
+        let client = tether_backend::SidecarClient::connect(&embedded.local_url()).await?;
         client.wait_ready(std::time::Duration::from_secs(300)).await?;
         measure_system(&mut figures, System::TetherEmbedded, &Runner::Tether(&tether::Tether::new(client)), args.quick)
             .await?;
@@ -236,7 +236,7 @@ fn measure_on_one_thread(figures: &mut Figures, quick: bool) -> anyhow::Result<(
                 runtime.block_on(async {
                     let embedded =
                         EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the embedded sidecar")?;
-                    let client = tether_backend::SidecarClient::connect(&embedded.url()).await?;
+                    let client = tether_backend::SidecarClient::connect(&embedded.local_url()).await?;
                     client.wait_ready(std::time::Duration::from_secs(300)).await?;
                     let tether = tether::Tether::new(client);
                     measure_system(figures, System::TetherOneThread, &Runner::Tether(&tether), quick).await?;
