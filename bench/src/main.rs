@@ -31,6 +31,7 @@ mod soak;
 mod turn_calls;
 
 use clap::{Parser, Subcommand};
+use std::future::Future;
 
 /// Tether measured, alone and side by side with pydantic-monty, CPython and
 /// Pyodide; without a command, the table of docs/benchmarks.md (`./x bench`
@@ -66,4 +67,23 @@ async fn main() -> anyhow::Result<()> {
         Some(Command::Load(load)) => load::run(load).await,
         Some(Command::Soak(soak)) => soak::run(soak).await,
     }
+}
+
+/// Runs the future `work` makes on a current-thread runtime of a thread of
+/// its own, so none of its messages changes threads (a runtime cannot start
+/// inside another one's thread); blocks the calling thread until it ends.
+///
+/// # Errors
+/// What `work` returns, or that it panicked.
+pub(crate) fn on_one_thread<F, T>(work: impl FnOnce() -> F + Send) -> anyhow::Result<T>
+where
+    F: Future<Output = anyhow::Result<T>>,
+    T: Send,
+{
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(work()))
+            .join()
+            .map_err(|_| anyhow::anyhow!("the one-thread measurement panicked"))?
+    })
 }

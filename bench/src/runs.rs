@@ -55,16 +55,7 @@ fn ms(d: Duration) -> f64 {
 
 /// Runs the three run measurements and prints them.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
-    if !args.one_thread {
-        return measure(args).await;
-    }
-    // A thread of its own: a runtime cannot start inside another one's thread.
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(measure(args)))
-            .join()
-            .map_err(|_| anyhow::anyhow!("the one-thread measurement panicked"))?
-    })
+    if args.one_thread { crate::on_one_thread(|| measure(args)) } else { measure(args).await }
 }
 
 async fn measure(Args { samples, calls, .. }: Args) -> anyhow::Result<()> {

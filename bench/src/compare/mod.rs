@@ -175,13 +175,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         measure_system(&mut figures, System::TetherUnix, &Runner::Tether(&unix), args.quick).await?;
         drop(process);
 
-        let embedded = EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the embedded sidecar")?;
-        let client = tether_backend::SidecarClient::connect(&embedded.local_url()).await?;
-        client.wait_ready(std::time::Duration::from_secs(300)).await?;
-        measure_system(&mut figures, System::TetherEmbedded, &Runner::Tether(&tether::Tether::new(client)), args.quick)
-            .await?;
-        embedded.stop().await?;
-        measure_on_one_thread(&mut figures, args.quick)?;
+        measure_embedded(&mut figures, System::TetherEmbedded, args.quick).await?;
+        // Client, sidecar and tools on one current-thread runtime, as the `tether` CLI runs them.
+        crate::on_one_thread(|| measure_embedded(&mut figures, System::TetherOneThread, args.quick))?;
 
         eprintln!("tether-bench: the sidecar's RSS with parked runs, and its start-up");
         let cache = sidecar::filled_cache().await?;
@@ -225,28 +221,15 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// [`System::TetherOneThread`]: an embedded sidecar, its client and the
-/// tools on a current-thread runtime of a thread of their own, so a message
-/// never changes threads (this blocks the calling thread meanwhile).
-fn measure_on_one_thread(figures: &mut Figures, quick: bool) -> anyhow::Result<()> {
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-                runtime.block_on(async {
-                    let embedded =
-                        EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the embedded sidecar")?;
-                    let client = tether_backend::SidecarClient::connect(&embedded.local_url()).await?;
-                    client.wait_ready(std::time::Duration::from_secs(300)).await?;
-                    let tether = tether::Tether::new(client);
-                    measure_system(figures, System::TetherOneThread, &Runner::Tether(&tether), quick).await?;
-                    embedded.stop().await?;
-                    anyhow::Ok(())
-                })
-            })
-            .join()
-            .map_err(|_| anyhow::anyhow!("the one-thread measurement panicked"))?
-    })
+/// Measures `system` on a sidecar embedded in this process, on the current
+/// runtime, reached over its local socket as its own process's clients are.
+async fn measure_embedded(figures: &mut Figures, system: System, quick: bool) -> anyhow::Result<()> {
+    let embedded = EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the embedded sidecar")?;
+    let client = tether_backend::SidecarClient::connect(&embedded.local_url()).await?;
+    client.wait_ready(std::time::Duration::from_secs(300)).await?;
+    measure_system(figures, system, &Runner::Tether(&tether::Tether::new(client)), quick).await?;
+    embedded.stop().await?;
+    Ok(())
 }
 
 /// Every workload one run at a time, then the throughput workloads at each level.
