@@ -41,7 +41,7 @@ use tonic::Status;
 
 /// How often the sweeper looks: a stalled run outlives its deadline, or a
 /// shutdown's cancellation, by at most this.
-pub(crate) const SWEEP_TICK: Duration = Duration::from_millis(200);
+const SWEEP_TICK: Duration = Duration::from_millis(200);
 
 type Messages = mpsc::Receiver<Result<pb::SidecarMessage, Status>>;
 
@@ -242,8 +242,7 @@ mod tests {
     async fn cancelling_moves_every_driven_run() {
         let runs = Arc::new(DrivenRuns::default());
         let (_sender, receiver) = mpsc::channel(4);
-        let _stream =
-            RunStream::driving(receiver, std::future::pending(), None, &runs);
+        let _stream = RunStream::driving(receiver, std::future::pending(), None, &runs);
         assert_eq!(runs.sweep(Instant::now(), true), 1);
     }
 }

@@ -8,9 +8,9 @@
 use crate::auth::TcpAccess;
 use crate::config::SidecarConfig;
 use crate::server::{Sidecar, SidecarError};
+use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::os::linux::net::SocketAddrExt;
-use std::hash::{BuildHasher, Hasher};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

@@ -12,6 +12,7 @@
 use crate::calls::{CallLimits, CallPort, RunLink};
 use crate::config::SidecarConfig;
 use crate::cpu::{CpuMeter, Metered};
+use crate::driven::{DrivenRuns, RunStream};
 use crate::engine::SandboxEngine;
 use crate::error::{CancelledBy, LimitExceeded, RejectRun, RunEnd};
 use crate::lifecycle::{Lifecycle, Phase};
@@ -20,7 +21,6 @@ use crate::memory::MemoryBudget;
 use crate::metrics::Metrics;
 use crate::run::{self, RunPlan};
 use crate::slots::{Admission, Capacity};
-use crate::driven::{DrivenRuns, RunStream};
 use crate::stream::{Outbound, PendingCalls};
 use crate::workers::Placement;
 use futures::{Stream, StreamExt};

@@ -251,36 +251,32 @@ mod tests {
         assert_eq!(runs_per_worker(&placement), vec![0, 0]);
     }
 
+    /// Places `runs` runs from a thread that is worker `home` of `runtimes`
+    /// (as a connection's handler is); returns their places.
+    fn choose_from_worker(runtimes: &Runtimes, home: usize, runs: usize) -> Vec<Seated> {
+        let (pool, placement) = (runtimes.pool, runtimes.placement());
+        std::thread::spawn(move || {
+            CURRENT.set(Some((pool, home)));
+            (0..runs).map(|_| placement.choose().1).collect()
+        })
+        .join()
+        .expect("thread")
+    }
+
     #[test]
     fn a_tie_keeps_the_run_on_the_calling_worker() {
         let runtimes = Runtimes::build(3).expect("runtimes");
-        let placement = runtimes.placement();
-        let pool = runtimes.pool;
-        let chosen = placement.clone();
-        let seated = std::thread::spawn(move || {
-            CURRENT.set(Some((pool, 2)));
-            chosen.choose().1
-        })
-        .join()
-        .expect("thread");
-        assert_eq!(runs_per_worker(&placement), vec![0, 0, 1]);
+        let seated = choose_from_worker(&runtimes, 2, 1);
+        assert_eq!(runs_per_worker(&runtimes.placement()), vec![0, 0, 1]);
         drop(seated);
     }
 
     #[test]
     fn a_worker_more_than_slack_runs_ahead_sends_new_runs_elsewhere() {
         let runtimes = Runtimes::build(2).expect("runtimes");
-        let placement = runtimes.placement();
-        let pool = runtimes.pool;
-        let chosen = placement.clone();
-        let seated = std::thread::spawn(move || {
-            CURRENT.set(Some((pool, 0)));
-            (0..SLACK + 3).map(|_| chosen.choose().1).collect::<Vec<_>>()
-        })
-        .join()
-        .expect("thread");
+        let seated = choose_from_worker(&runtimes, 0, SLACK + 3);
         // Home takes runs while at most `SLACK` ahead, then they alternate.
-        assert_eq!(runs_per_worker(&placement), vec![SLACK + 2, 1]);
+        assert_eq!(runs_per_worker(&runtimes.placement()), vec![SLACK + 2, 1]);
         drop(seated);
     }
 }
