@@ -173,7 +173,7 @@ impl Sidecar {
     }
 
     /// The `tether.v1` gRPC service, with message size limits set from the config.
-    /// Its runs are spawned on the runtime that serves the request.
+    /// Each run is driven by its response stream on the runtime that serves the request.
     pub fn service(&self) -> SidecarServer<SidecarService> {
         self.service_placed(None)
     }
