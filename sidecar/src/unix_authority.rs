@@ -13,9 +13,16 @@
 //! reads them:
 //! - the connection preface and every frame pass through unchanged, except
 //!   HEADERS and their CONTINUATION frames;
-//! - each header block is HPACK-decoded with one decoder per connection, which
-//!   sees every block of the connection in order (trailers too), so it follows
-//!   the client's dynamic table;
+//! - the connection's first header block decides. If its `:authority` is valid
+//!   (or absent), the block goes on byte for byte and so does the rest of the
+//!   connection: nothing more is decoded. A client's authority is its channel's
+//!   target, the same on every request of a connection; a client that changed it
+//!   to an invalid one later would get h2's refusal of that stream, as without
+//!   this adapter. Our own clients, and every client that sends a host and port,
+//!   pay for one decode per connection, not one per request;
+//! - otherwise every header block of the connection is HPACK-decoded, with one
+//!   decoder that sees every block in order (trailers too), so it follows the
+//!   client's dynamic table;
 //! - an `:authority` that is not a valid authority becomes [`FALLBACK_AUTHORITY`]
 //!   (what grpc-go sends on a Unix socket); a valid one is left alone;
 //! - the block is re-encoded with literals without indexing, so h2's dynamic
@@ -164,6 +171,10 @@ impl<IO: AsyncRead + Unpin> AsyncRead for AuthorityRewrite<IO> {
             if this.done {
                 return Poll::Ready(Ok(()));
             }
+            if this.rewriter.passes_everything() && this.input.is_empty() {
+                // Nothing left to look at: read straight into the caller's buffer.
+                return Pin::new(&mut this.inner).poll_read(cx, buf);
+            }
             let mut chunk = [0u8; READ_CHUNK];
             let mut read = ReadBuf::new(&mut chunk);
             ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read))?;
@@ -218,6 +229,9 @@ pub(crate) struct Rewriter {
     decoder: Decoder<'static>,
     /// The header block being gathered from HEADERS and CONTINUATION frames.
     block: Option<OpenBlock>,
+    /// The connection's first header block needed mending: every block is
+    /// decoded and re-encoded from then on.
+    mending: bool,
 }
 
 impl std::fmt::Debug for Rewriter {
@@ -234,7 +248,8 @@ enum State {
     FrameHead,
     /// Passing this many bytes of a frame's payload through.
     Payload(usize),
-    /// Not HTTP/2 with prior knowledge: everything passes through.
+    /// Everything passes through: not HTTP/2 with prior knowledge, or its
+    /// first header block needed no mending.
     Passthrough,
 }
 
@@ -244,6 +259,9 @@ struct OpenBlock {
     end_stream: bool,
     priority: Option<[u8; PRIORITY_LEN]>,
     fragment: Vec<u8>,
+    /// The block's frames as they came, while the first block may yet go on
+    /// unchanged.
+    frames: Vec<u8>,
 }
 
 struct FrameHead {
@@ -269,7 +287,13 @@ impl Rewriter {
     pub(crate) fn new() -> Rewriter {
         let mut decoder = Decoder::new();
         decoder.set_max_allowed_table_size(MAX_DYNAMIC_TABLE);
-        Rewriter { state: State::Preface(0), decoder, block: None }
+        Rewriter { state: State::Preface(0), decoder, block: None, mending: false }
+    }
+
+    /// True once nothing more of the connection is looked at: every byte
+    /// passes through as it is.
+    pub(crate) fn passes_everything(&self) -> bool {
+        matches!(self.state, State::Passthrough)
     }
 
     /// Consumes what it can of `input` (a frame's bytes stay until the whole
@@ -323,7 +347,7 @@ impl Rewriter {
                             return Ok(());
                         }
                         let frame = input.split_to(FRAME_HEAD + head.len);
-                        self.header_frame(&head, &frame[FRAME_HEAD..], output)?;
+                        self.header_frame(&head, &frame, output)?;
                     } else {
                         if let Some(block) = &self.block {
                             return Err(AuthorityError::ExpectedContinuation {
@@ -341,10 +365,11 @@ impl Rewriter {
         }
     }
 
-    /// Takes in one HEADERS or CONTINUATION frame; sends the block on once it
-    /// is complete.
-    fn header_frame(&mut self, head: &FrameHead, payload: &[u8], output: &mut BytesMut) -> Result<(), AuthorityError> {
-        let block = match (head.kind, self.block.take()) {
+    /// Takes in one HEADERS or CONTINUATION `frame` (head and payload); sends
+    /// the block on once it is complete.
+    fn header_frame(&mut self, head: &FrameHead, frame: &[u8], output: &mut BytesMut) -> Result<(), AuthorityError> {
+        let payload = &frame[FRAME_HEAD..];
+        let mut block = match (head.kind, self.block.take()) {
             (HEADERS, None) => {
                 let mut payload = payload;
                 if head.flags & PADDED != 0 {
@@ -369,6 +394,7 @@ impl Rewriter {
                     end_stream: head.flags & END_STREAM != 0,
                     priority,
                     fragment: payload.to_vec(),
+                    frames: Vec::new(),
                 }
             }
             (CONTINUATION, Some(mut block)) if block.stream == head.stream => {
@@ -388,20 +414,33 @@ impl Rewriter {
                 });
             }
         };
+        if !self.mending {
+            block.frames.extend_from_slice(frame);
+        }
         if head.flags & END_HEADERS == 0 {
             self.block = Some(block);
             return Ok(());
         }
-        let encoded = self.rewrite(&block)?;
-        write_block(&block, &encoded, output);
+        let (encoded, mended) = self.rewrite(&block)?;
+        if mended || self.mending {
+            self.mending = true;
+            write_block(&block, &encoded, output);
+        } else {
+            // The first block, as it came: h2's dynamic table then follows the
+            // client's, and everything after it passes through.
+            output.extend_from_slice(&block.frames);
+            self.state = State::Passthrough;
+        }
         Ok(())
     }
 
-    /// Decodes a complete header block and re-encodes it, mending `:authority`.
-    fn rewrite(&mut self, block: &OpenBlock) -> Result<Vec<u8>, AuthorityError> {
+    /// Decodes a complete header block and re-encodes it, mending `:authority`;
+    /// true if it did.
+    fn rewrite(&mut self, block: &OpenBlock) -> Result<(Vec<u8>, bool), AuthorityError> {
         let mut encoded = Vec::with_capacity(block.fragment.len());
         let mut list_size = 0usize;
         let mut over = false;
+        let mut mended = false;
         self.decoder.decode_with_cb(&block.fragment, |name, value| {
             // Keep decoding past the cap, so the table stays in step; just
             // stop keeping what it yields.
@@ -416,6 +455,7 @@ impl Rewriter {
                     authority = %String::from_utf8_lossy(&value),
                     "replacing an invalid :authority with `localhost`",
                 );
+                mended = true;
                 FALLBACK_AUTHORITY
             } else {
                 &value
@@ -425,7 +465,7 @@ impl Rewriter {
         if over {
             return Err(AuthorityError::ListTooLarge);
         }
-        Ok(encoded)
+        Ok((encoded, mended))
     }
 }
 
@@ -574,22 +614,45 @@ mod tests {
     }
 
     #[test]
-    fn a_valid_authority_is_left_alone_and_other_frames_pass_through() {
-        let block = encode(&mut Encoder::new(), &request(b"127.0.0.1:50051"));
+    fn a_valid_first_authority_lets_the_whole_connection_through_unchanged() {
+        let mut encoder = Encoder::new();
+        let block = encode(&mut encoder, &request(b"127.0.0.1:50051"));
         let settings = frame(0x4, 0, 0, &[0, 3, 0, 0, 0, 100]);
         let data = frame(0x0, END_STREAM, 1, b"\0\0\0\0\0");
-        let input = connection(&[settings.clone(), frame(HEADERS, END_HEADERS, 1, &block), data.clone()]);
+        // After the first block nothing is decoded: a later invalid authority
+        // and a block that does not even decode reach h2 as they came.
+        let later = encode(&mut encoder, &request(b"tmp%2Fs.sock"));
+        let input = connection(&[
+            settings,
+            frame(HEADERS, END_HEADERS | PADDED, 1, &[&[2u8][..], &block, &[0, 0]].concat()),
+            data,
+            frame(HEADERS, END_HEADERS, 3, &later),
+            frame(HEADERS, END_HEADERS, 5, &[0xff, 0x7f]),
+        ]);
         for step in [1, 7, input.len()] {
-            let out = rewrite(&input, step).unwrap();
-            let out = frames(&out);
-            assert_eq!(out.len(), 3);
-            assert_eq!(out[0].payload, settings[FRAME_HEAD..]);
-            assert_eq!((out[1].kind, out[1].flags, out[1].stream), (HEADERS, END_HEADERS, 1));
-            let fields = decode_fresh(&out[1].payload);
-            assert_eq!(authority(&fields), b"127.0.0.1:50051");
-            assert_eq!(fields.len(), 6);
-            assert_eq!((out[2].kind, out[2].flags, &out[2].payload[..]), (0x0, END_STREAM, &data[FRAME_HEAD..]));
+            assert_eq!(rewrite(&input, step).unwrap(), input, "fed {step} bytes at a time");
         }
+        // A first block in several frames goes on as those frames.
+        let (a, b) = block.split_at(10);
+        let input = connection(&[frame(HEADERS, 0, 1, a), frame(CONTINUATION, END_HEADERS, 1, b)]);
+        assert_eq!(rewrite(&input, 3).unwrap(), input);
+    }
+
+    #[test]
+    fn once_the_first_block_is_mended_every_block_is_reencoded() {
+        let mut encoder = Encoder::new();
+        let first = encode(&mut encoder, &request(b"tmp%2Fs.sock"));
+        let second = encode(&mut encoder, &request(b"127.0.0.1:50051"));
+        let input =
+            connection(&[frame(HEADERS, END_HEADERS, 1, &first), frame(HEADERS, END_HEADERS | END_STREAM, 3, &second)]);
+        let out = frames(&rewrite(&input, 11).unwrap());
+        assert_eq!(authority(&decode_fresh(&out[0].payload)), b"localhost");
+        // Decodable with no dynamic table, though the client's encoder may
+        // have referred to its table: re-encoded too.
+        let fields = decode_fresh(&out[1].payload);
+        assert_eq!(authority(&fields), b"127.0.0.1:50051");
+        assert_eq!(fields.len(), 6);
+        assert_eq!((out[1].flags, out[1].stream), (END_HEADERS | END_STREAM, 3));
     }
 
     #[test]
@@ -762,6 +825,19 @@ mod tests {
         let mut all = Vec::new();
         server.read_to_end(&mut all).await.unwrap();
         assert_eq!(all, PREFACE);
+        // A valid first authority: the whole stream reads back as written.
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut server = AuthorityRewrite::new(server);
+        let block = encode(&mut Encoder::new(), &request(b"localhost:1"));
+        let data = frame(0x0, END_STREAM, 1, &[7; 300]);
+        let input = connection(&[frame(HEADERS, END_HEADERS, 1, &block), data]);
+        let written = input.clone();
+        let writer = tokio::spawn(async move { client.write_all(&written).await.unwrap() });
+        let mut all = Vec::new();
+        server.read_to_end(&mut all).await.unwrap();
+        writer.await.unwrap();
+        assert_eq!(all, input);
+        assert!(server.rewriter.passes_everything());
     }
 
     fn frames_len(out: &[u8]) -> usize {
