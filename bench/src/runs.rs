@@ -21,6 +21,9 @@ pub(crate) struct Args {
     /// (as the `tether` CLI runs them), not on the bench's multi-threaded one.
     #[arg(long)]
     one_thread: bool,
+    /// Only the trivial run, for profiling it (`perf record`).
+    #[arg(long)]
+    trivial_only: bool,
 }
 
 /// A no-op tool (`noop`) and a 1 ms tool (`slow`).
@@ -58,13 +61,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     if args.one_thread { crate::on_one_thread(|| measure(args)) } else { measure(args).await }
 }
 
-async fn measure(Args { samples, calls, .. }: Args) -> anyhow::Result<()> {
+async fn measure(Args { samples, calls, trivial_only, .. }: Args) -> anyhow::Result<()> {
     let sidecar = EmbeddedSidecar::start(SidecarConfig::default()).await.context("starting the sidecar")?;
     let client = SidecarClient::connect(&sidecar.local_url()).await?;
     // Warm up: the compile cache, the pool, the connection.
     median_run(&client, "1 + 1", 20).await?;
 
     let trivial = median_run(&client, "1 + 1", samples).await?;
+    if trivial_only {
+        println!("trivial run (1 + 1), median of {samples}: {:.3} ms", ms(trivial));
+        return sidecar.stop().await.map_err(Into::into);
+    }
     let with_calls = median_run(&client, &format!("for i in range({calls}):\n    call('noop')\n"), samples).await?;
     let loop_only = median_run(&client, &format!("for i in range({calls}):\n    pass\n"), samples).await?;
     let round_trip = with_calls.saturating_sub(loop_only) / calls as u32;
