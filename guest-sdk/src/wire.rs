@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The deepest nesting of a JSON value (an input or a tool result) the host
 /// hands a guest. Documents wrap values a few levels deeper, and serde_json
@@ -52,7 +53,61 @@ pub struct ToolSpec {
     pub description: String,
     /// The JSON Schema of its arguments.
     #[serde(default)]
-    pub input_schema: Value,
+    pub input_schema: ToolSchema,
+}
+
+/// A tool's JSON Schema as JSON text, as the backend gave it.
+///
+/// Kept as text, so a guest that never reads the schemas (the Python runtime)
+/// only checks that they are JSON instead of building a tree of every tool's
+/// schema at the start of every run: MCP tools bring schemas of kilobytes.
+/// [`ToolSchema::parse`] gives the tree to a guest that wants it. Two schemas
+/// are equal when their text is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ToolSchema(Box<RawValue>);
+
+impl ToolSchema {
+    /// The schema whose JSON text is `json`.
+    ///
+    /// # Errors
+    /// If `json` is not one valid JSON value.
+    pub fn from_json(json: String) -> Result<ToolSchema, serde_json::Error> {
+        RawValue::from_string(json).map(ToolSchema)
+    }
+
+    /// The schema's JSON text.
+    pub fn as_json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The schema as a JSON value.
+    ///
+    /// # Errors
+    /// If the schema nests deeper than serde_json reads (128 levels).
+    pub fn parse(&self) -> Result<Value, serde_json::Error> {
+        serde_json::from_str(self.0.get())
+    }
+}
+
+impl From<&Value> for ToolSchema {
+    fn from(schema: &Value) -> ToolSchema {
+        // A `Value` always serializes (its keys are strings) to valid JSON.
+        ToolSchema::from_json(schema.to_string()).unwrap_or_default()
+    }
+}
+
+/// `null`: what a start document without a schema means.
+impl Default for ToolSchema {
+    fn default() -> ToolSchema {
+        ToolSchema(RawValue::NULL.to_owned())
+    }
+}
+
+impl PartialEq for ToolSchema {
+    fn eq(&self, other: &ToolSchema) -> bool {
+        self.as_json() == other.as_json()
+    }
 }
 
 /// One call inside a batch sent with `tether_v1.call`.
@@ -236,6 +291,24 @@ mod tests {
         let wire = serde_json::to_value(&err).unwrap();
         assert_eq!(wire, json!({"ok": false, "error": {"code": "policy_denied", "message": "no"}}));
         assert_eq!(serde_json::from_value::<CallResult>(wire).unwrap(), err);
+    }
+
+    #[test]
+    fn a_tool_schema_travels_as_json_text_and_parses_on_demand() {
+        let document = br#"{"abi":1,"language":"python","source":"1","tools":[
+            {"name":"a","input_schema":{"type":"object","properties":{"x":{"type":"integer"}}}},
+            {"name":"b"}]}"#;
+        let doc: StartDoc = serde_json::from_slice(document).unwrap();
+        let schema = &doc.tools[0].input_schema;
+        assert_eq!(schema.as_json(), r#"{"type":"object","properties":{"x":{"type":"integer"}}}"#);
+        assert_eq!(schema.parse().unwrap(), json!({"type": "object", "properties": {"x": {"type": "integer"}}}));
+        assert_eq!(doc.tools[1].input_schema.parse().unwrap(), Value::Null, "no schema reads as null");
+        // Written back as the same JSON, not as a string.
+        let again: Value = serde_json::to_value(&doc).unwrap();
+        assert_eq!(again["tools"][0]["input_schema"]["properties"]["x"]["type"], "integer");
+        assert_eq!(ToolSchema::from(&json!({"type": "object"})).as_json(), r#"{"type":"object"}"#);
+        assert!(ToolSchema::from_json("{".into()).is_err());
+        assert!(serde_json::from_slice::<StartDoc>(br#"{"abi":1,"language":"p","source":"","tools":[{"name":"a","input_schema":{]}"#).is_err());
     }
 
     #[test]

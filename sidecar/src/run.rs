@@ -11,7 +11,7 @@ use crate::state::RunState;
 use crate::stream::BackendGone;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tether_guest::{Outcome, StartDoc, ToolSpec};
+use tether_guest::{Outcome, StartDoc, ToolSchema, ToolSpec};
 use tether_proto::pb;
 use wasmtime::{InstancePre, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
@@ -58,13 +58,15 @@ impl RunPlan {
         }
         let mut tools = Vec::with_capacity(start.tools.len());
         for tool in start.tools {
-            let input_schema = if tool.input_schema_json.trim().is_empty() {
-                serde_json::json!({"type": "object"})
+            // Checked and passed on as text: the guest reads it only if it wants it.
+            let schema_json = if tool.input_schema_json.trim().is_empty() {
+                r#"{"type":"object"}"#.to_owned()
             } else {
-                serde_json::from_str(&tool.input_schema_json).map_err(|e| {
-                    RejectRun::Protocol(format!("the input schema of tool `{}` is not valid JSON: {e}", tool.name))
-                })?
+                tool.input_schema_json
             };
+            let input_schema = ToolSchema::from_json(schema_json).map_err(|e| {
+                RejectRun::Protocol(format!("the input schema of tool `{}` is not valid JSON: {e}", tool.name))
+            })?;
             tools.push(ToolSpec { name: tool.name, description: tool.description, input_schema });
         }
         let parent_call_id = if start.parent_call_id.is_empty() { start.run_id.clone() } else { start.parent_call_id };
@@ -210,4 +212,37 @@ fn classify_trap(error: wasmtime::Error) -> RunEnd {
         return RunEnd::Limit(LimitExceeded::Stack);
     }
     RunEnd::GuestFault(format!("{error:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start_with_schema(schema: &str) -> pb::Start {
+        pb::Start {
+            run_id: "r".into(),
+            language: "python".into(),
+            source: "1".into(),
+            tools: vec![pb::ToolSpec { name: "t".into(), description: String::new(), input_schema_json: schema.into() }],
+            ..Default::default()
+        }
+    }
+
+    fn guest_schema(plan: &RunPlan) -> serde_json::Value {
+        let doc: serde_json::Value = serde_json::from_slice(&plan.start_doc).unwrap();
+        doc["tools"][0]["input_schema"].clone()
+    }
+
+    #[test]
+    fn a_tool_schema_reaches_the_guest_as_given_and_a_broken_one_is_refused() {
+        let limits = Limits::default();
+        let plan = RunPlan::new(start_with_schema(r#"{"type": "object", "required": ["x"]}"#), &limits).unwrap();
+        assert_eq!(guest_schema(&plan), serde_json::json!({"type": "object", "required": ["x"]}));
+        let plan = RunPlan::new(start_with_schema("  "), &limits).unwrap();
+        assert_eq!(guest_schema(&plan), serde_json::json!({"type": "object"}), "no schema: any object");
+        let Err(RejectRun::Protocol(message)) = RunPlan::new(start_with_schema(r#"{"type": "#), &limits) else {
+            panic!("a schema that is not JSON must be refused");
+        };
+        assert!(message.contains("tool `t`"), "{message}");
+    }
 }

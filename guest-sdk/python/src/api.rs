@@ -217,7 +217,7 @@ mod tests {
     use serde_json::json;
 
     fn tool(name: &str) -> ToolSpec {
-        ToolSpec { name: name.into(), description: String::new(), input_schema: json!({}) }
+        ToolSpec { name: name.into(), description: String::new(), input_schema: (&json!({})).into() }
     }
 
     fn kwargs(pairs: &[(&str, MontyObject)]) -> Vec<(MontyObject, MontyObject)> {

@@ -56,7 +56,7 @@ fn start_doc(source: &str, tools: &[&str], input: Value) -> StartDoc {
         input,
         tools: tools
             .iter()
-            .map(|name| ToolSpec { name: (*name).into(), description: String::new(), input_schema: json!({}) })
+            .map(|name| ToolSpec { name: (*name).into(), description: String::new(), input_schema: (&json!({})).into() })
             .collect(),
     }
 }
