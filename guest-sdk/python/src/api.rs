@@ -30,8 +30,10 @@ pub const INPUT: &str = "input";
 /// The Python minor version whose builtins tool functions must not shadow.
 const PYTHON_MINOR: u8 = 14;
 
-/// What the script's namespace starts with: the names and values monty
-/// receives as inputs of the run.
+/// The script's names: `call`, `call_async`, `unwrap` and `input` are
+/// inputs of the run; a tool's function is made when the script first names
+/// it (monty's name lookup), so a run pays for the tools it uses, not for
+/// every tool of the turn.
 #[derive(Debug, Clone)]
 pub struct Bindings {
     /// Tools that got a function of their own, by name.
@@ -53,6 +55,12 @@ impl Bindings {
         self.tool_functions.contains(name)
     }
 
+    /// The value of a name the script uses but never defined: the tool's
+    /// function, if `name` is a tool that gets one.
+    pub fn lookup(&self, name: &str) -> Option<MontyObject> {
+        self.is_tool_function(name).then(|| MontyObject::function(name, None))
+    }
+
     /// The tools that got a function of their own, in name order.
     pub fn tool_functions(&self) -> impl Iterator<Item = &str> {
         self.tool_functions.iter().map(String::as_str)
@@ -60,20 +68,13 @@ impl Bindings {
 
     /// The input names for `MontyRun::new`, in the order of [`Self::input_values`].
     pub fn input_names(&self) -> Vec<String> {
-        [CALL, CALL_ASYNC, UNWRAP, INPUT]
-            .into_iter()
-            .map(str::to_owned)
-            .chain(self.tool_functions.iter().cloned())
-            .collect()
+        [CALL, CALL_ASYNC, UNWRAP, INPUT].into_iter().map(str::to_owned).collect()
     }
 
-    /// The input values for `MontyRun::start`: our functions, the input, the tools.
+    /// The input values for `MontyRun::start`: our functions and the input.
     pub fn input_values(&self, input: &Value) -> Vec<MontyObject> {
         let function = |name: &str| MontyObject::function(name, None);
-        [function(CALL), function(CALL_ASYNC), function(UNWRAP), from_json(input)]
-            .into_iter()
-            .chain(self.tool_functions.iter().map(|name| function(name)))
-            .collect()
+        vec![function(CALL), function(CALL_ASYNC), function(UNWRAP), from_json(input)]
     }
 }
 
@@ -229,8 +230,13 @@ mod tests {
         let tools = ["get_contract", "list-items", "print", "json", "call", "class", "__x__", "len", "Search2"];
         let bindings = Bindings::new(&tools.map(tool));
         assert_eq!(bindings.tool_functions().collect::<Vec<_>>(), ["Search2", "get_contract"]);
-        assert_eq!(bindings.input_names(), ["call", "call_async", "unwrap", "input", "Search2", "get_contract"]);
-        assert_eq!(bindings.input_values(&json!(1)).len(), 6);
+        assert_eq!(bindings.input_names(), ["call", "call_async", "unwrap", "input"]);
+        assert_eq!(bindings.input_values(&json!(1)).len(), 4);
+        // Tool functions come by name lookup, and only for those tools.
+        assert_eq!(bindings.lookup("get_contract"), Some(MontyObject::function("get_contract", None)));
+        for name in ["list-items", "print", "call", "len", "nothing"] {
+            assert!(bindings.lookup(name).is_none(), "{name}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use monty::{FunctionCall, MontyRun, OsCall, ResolveFutures, RunProgress};
+use monty::{FunctionCall, MontyRun, NameLookup, OsCall, ResolveFutures, RunProgress};
 use monty_types::{
     CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult, OsPolicy, PrintWriter,
     ResourceLimits, ResourceTracker, SleepMode,
@@ -125,10 +125,20 @@ impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<
                 Ok(RunProgress::FunctionCall(call)) => self.function_call(call),
                 Ok(RunProgress::OsCall(call)) => self.os_call(call),
                 Ok(RunProgress::ResolveFutures(state)) => self.resolve_futures(state),
-                // Scripts get no names beyond the inputs: an unknown name is a NameError.
-                Ok(RunProgress::NameLookup(lookup)) => lookup.resume(NameLookupResult::Undefined, self.print()),
+                Ok(RunProgress::NameLookup(lookup)) => self.name_lookup(lookup),
             };
         }
+    }
+
+    /// A name the script uses and never defined: a tool's function (made on
+    /// first use, then kept in the namespace), else a `NameError`. Attributes
+    /// of host objects: this runtime hands out none.
+    fn name_lookup(&mut self, lookup: NameLookup) -> Step {
+        let value = match lookup.object_id() {
+            None => self.bindings.lookup(&lookup.name),
+            Some(_) => None,
+        };
+        lookup.resume(value.map_or(NameLookupResult::Undefined, NameLookupResult::Value), self.print())
     }
 
     fn function_call(&mut self, call: FunctionCall) -> Step {

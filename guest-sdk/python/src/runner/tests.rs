@@ -141,6 +141,30 @@ fn tools_get_functions() {
 }
 
 #[test]
+fn a_tool_function_is_there_wherever_the_script_names_it() {
+    let tools = ["get_contract", "list_issues"];
+    // In a function, a comprehension and a lambda; passed around as a value;
+    // named twice (made once, then kept).
+    let source = "
+def owner(i):
+    return unwrap(get_contract(id=i))['args']['id']
+ids = [owner(i) for i in range(2)]
+f = list_issues
+g = lambda: get_contract(id=9)
+[ids, unwrap(f(day=1))['tool'], unwrap(g())['args'], get_contract is get_contract]
+";
+    let run = run_with(source, &tools, Value::Null);
+    assert_eq!(value(&run), &json!([[0, 1], "list_issues", {"id": 9}, true]));
+    assert_eq!(run.batches.len(), 4);
+    // A script's own name wins over a tool's, as any assignment does.
+    let run = run_with("get_contract = 5\nget_contract + 1", &tools, Value::Null);
+    assert_eq!((value(&run), run.batches.len()), (&json!(6), 0));
+    // A name that is no tool of this turn is a NameError, as before.
+    let error = failure(&run_with("send_email(to='x')", &tools, Value::Null));
+    assert_eq!((error.exception_type.as_str(), error.line), ("NameError", 1), "{error:?}");
+}
+
+#[test]
 fn positional_tool_arguments_are_a_clear_type_error() {
     let run = run_with("get_contract(7)", &["get_contract"], Value::Null);
     let error = &failure(&run);
