@@ -17,6 +17,7 @@ mod protocol;
 mod python_depth;
 mod python_json;
 mod python_runtime;
+mod python_sizes;
 mod python_tracebacks;
 mod rust_guest;
 mod scenario;

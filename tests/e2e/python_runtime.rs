@@ -1,6 +1,7 @@
 //! The Python runtime tells the truth (issue 7, item 8): a sleep past the
 //! run's sleep budget ends the run with a limit error instead of returning
-//! early, and `print(..., file=sys.stderr)` reaches the run's stderr.
+//! early, and `print(..., file=sys.stderr)` and `sys.stderr.write()` reach the
+//! run's stderr (`write` and `flush` come from third_party/monty's patch 0001).
 
 use std::time::{Duration, Instant};
 
@@ -50,11 +51,32 @@ async fn print_to_stderr_reaches_the_runs_stderr() {
 }
 
 #[tokio::test]
-async fn stream_methods_fail_saying_what_to_use() {
+async fn sys_stream_write_reaches_the_runs_streams_in_order() {
     let (_sidecar, client) = sidecar().await;
-    let (outcome, _) = run_demo(&client, "import sys\nsys.stderr.write('x')\n").await;
+    let source = "import sys\nwritten = sys.stderr.write('warn: ')\nprint('to out')\nsys.stderr.write('low stock\\n')\n\
+                  sys.stdout.write('no newline')\nsys.stdout.flush()\nsys.stderr.flush()\nwritten";
+    let (outcome, _) = run_demo(&client, source).await;
+    assert_eq!(outcome.status, pb::RunStatus::Ok, "{outcome:?}");
+    assert_eq!((outcome.stdout.as_str(), outcome.stderr.as_str()), ("to out\nno newline", "warn: low stock\n"));
+    assert_eq!(outcome.result, Some(serde_json::json!(6)), "write() returns the characters written");
+}
+
+#[tokio::test]
+async fn sys_stream_write_takes_only_a_str_as_in_python() {
+    let (_sidecar, client) = sidecar().await;
+    let source = "import sys\ntry:\n    sys.stderr.write(42)\nexcept TypeError as e:\n    print(e)\nsys.stdout.write(b'x')\n";
+    let (outcome, _) = run_demo(&client, source).await;
+    assert_eq!(outcome.stdout, "write() argument must be str, not int\n");
+    let error = outcome.error.expect("a failed run carries an error");
+    assert_eq!((error.exception_type.as_str(), error.line), ("TypeError", 6), "{error:?}");
+}
+
+#[tokio::test]
+async fn other_stream_methods_fail_saying_what_there_is() {
+    let (_sidecar, client) = sidecar().await;
+    let (outcome, _) = run_demo(&client, "import sys\nsys.stdout.writelines(['x'])\n").await;
     let error = outcome.error.expect("a failed run carries an error");
     assert_eq!((error.exception_type.as_str(), error.line), ("AttributeError", 2), "{error:?}");
-    assert!(error.message.contains("print(..., file=sys.stderr"), "{error:?}");
+    assert!(error.message.contains("only write(str) and flush()"), "{error:?}");
     assert_eq!(outcome.stdout, "");
 }

@@ -34,12 +34,11 @@ pub fn limit_error(mut limit: ScriptError, exception: &MontyException) -> Script
     limit
 }
 
-/// What to use instead of `sys.stdout.write()` / `sys.stderr.write()`: in
-/// monty 1.4.0 `sys.stdout` and `sys.stderr` are bare markers that only
-/// `print(file=...)` understands, so any method on them is an
+/// What `sys.stdout` and `sys.stderr` do have: `write()` and `flush()`
+/// (third_party/monty's patch 0001); any other method is an
 /// `AttributeError` naming `_io.TextIOWrapper`.
-const STREAM_METHOD_HINT: &str = "in Tether's Python (monty) sys.stdout and sys.stderr have no methods: \
-     write with print(..., end='') or print(..., file=sys.stderr, end=''); output is flushed for you";
+const STREAM_METHOD_HINT: &str = "in Tether's Python (monty) sys.stdout and sys.stderr have only write(str) and flush(); \
+     print(..., file=sys.stderr) works too";
 
 fn from_exception(kind: RunErrorKind, exception: &MontyException) -> ScriptError {
     let exception_type = exception.exc_type().to_string();

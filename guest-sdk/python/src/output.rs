@@ -3,9 +3,8 @@
 //! rather than one per line, while the runner can still flush before every
 //! tool call.
 //!
-//! `print(..., file=sys.stderr)` reaches stderr; monty hands it to
-//! [`PrintWriterCallback::stderr_write`]. `sys.stderr.write()` does not exist
-//! in monty 1.4.0 (see [`crate::errors`] for the hint a script gets).
+//! `print(..., file=sys.stderr)` and `sys.stderr.write()` reach stderr;
+//! monty hands both to [`PrintWriterCallback::stderr_write`].
 
 use std::{
     borrow::Cow,

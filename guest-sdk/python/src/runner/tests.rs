@@ -412,10 +412,20 @@ fn print_to_stderr_reaches_stderr() {
 }
 
 #[test]
-fn stream_methods_are_an_error_that_says_what_to_use() {
-    let error = failure(&run_script("import sys\nsys.stderr.write('x')\n"));
+fn stream_writes_reach_their_stream_in_order_with_prints() {
+    let source = "import sys\nn = sys.stderr.write('é1\\n')\nprint('out')\nsys.stdout.write('a')\nsys.stdout.flush()\n\
+                  print('b', file=sys.stderr)\nsys.stdout.write('c\\n')\nn";
+    let run = run_script(source);
+    assert_eq!((run.output.as_str(), run.errors.as_str()), ("out\nac\n", "é1\nb\n"));
+    // write() returns the characters written, as CPython's does.
+    assert_eq!(value(&run), &serde_json::json!(3));
+}
+
+#[test]
+fn other_stream_methods_are_an_error_that_says_what_there_is() {
+    let error = failure(&run_script("import sys\nsys.stderr.isatty()\n"));
     assert_eq!((error.exception_type.as_str(), error.line), ("AttributeError", 2), "{error:?}");
-    assert!(error.message.contains("print(..., file=sys.stderr"), "{error:?}");
+    assert!(error.message.contains("only write(str) and flush()"), "{error:?}");
 }
 
 #[test]
