@@ -151,7 +151,11 @@ impl RunRequest {
             tools: self
                 .tools
                 .into_iter()
-                .map(|t| pb::ToolSpec { name: t.name, description: t.description, input_schema_json: t.input_schema.to_string() })
+                .map(|t| pb::ToolSpec {
+                    name: t.name().to_owned(),
+                    description: t.description().to_owned(),
+                    input_schema_json: t.input_schema_json().to_owned(),
+                })
                 .collect(),
             limits: Some(self.limits),
         }

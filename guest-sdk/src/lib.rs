@@ -21,3 +21,23 @@ pub const ABI_VERSION: u32 = 1;
 
 /// The name of the host-import module.
 pub const IMPORT_MODULE: &str = "tether_v1";
+
+/// The custom section by which a guest says it reads only each tool's
+/// `name` from the start document. The host then leaves out every tool's
+/// `description` and `input_schema`, which it would otherwise check and copy
+/// into every run: MCP tools bring schemas of kilobytes. Declare it with
+/// [`reads_tool_names_only!`]; the section's content does not matter.
+pub const TOOL_NAMES_ONLY_SECTION: &str = "tether_v1.tool_names_only";
+
+/// Declares [`TOOL_NAMES_ONLY_SECTION`] in the guest module: put it once in
+/// the guest's binary crate. The start document's tools then carry their
+/// names alone (`description` empty, `input_schema` null).
+#[macro_export]
+macro_rules! reads_tool_names_only {
+    () => {
+        #[cfg(target_arch = "wasm32")]
+        #[used]
+        #[unsafe(link_section = "tether_v1.tool_names_only")]
+        static TETHER_V1_TOOL_NAMES_ONLY: [u8; 1] = [1];
+    };
+}

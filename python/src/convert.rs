@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use tether_backend::turn::{
-    AuditRecord, Code, CallIdentity, CallOutcome, CallResult, LedgerEntry, ListedTool, ToolDef, ToolEvent,
+    AuditRecord, Code, CallIdentity, CallOutcome, CallResult, LedgerEntry, ListedTool, ToolEvent,
 };
 
 /// A call's result: status, value or error (with the step and display name
@@ -89,9 +89,9 @@ pub(crate) fn event(event: &ToolEvent) -> Value {
 /// A tool as the model sees it; a deferred one by name only.
 pub(crate) fn listed(tool: &ListedTool) -> Value {
     match tool {
-        ListedTool::Full(ToolDef { name, description, input_schema }) => {
-            json!({"name": name, "description": description, "input_schema": input_schema, "deferred": false})
-        }
+        ListedTool::Full(def) => json!({
+            "name": def.name(), "description": def.description(), "input_schema": def.input_schema(), "deferred": false
+        }),
         ListedTool::NameOnly(name) => json!({"name": name, "description": null, "input_schema": null, "deferred": true}),
     }
 }

@@ -53,10 +53,39 @@ pub enum EngineError {
     },
 }
 
+/// A compiled, linked guest a run can name, and what it reads of the run.
+pub(crate) struct Runtime {
+    /// Instantiates the guest for a run.
+    pub(crate) pre: InstancePre<RunState>,
+    /// What its start document carries of each tool.
+    pub(crate) tool_fields: ToolFields,
+}
+
+/// What a runtime's start document carries of each tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolFields {
+    /// Name, description and input schema.
+    All,
+    /// The name alone: the guest carries the
+    /// [`TOOL_NAMES_ONLY_SECTION`](tether_guest::TOOL_NAMES_ONLY_SECTION).
+    NamesOnly,
+}
+
+impl ToolFields {
+    /// What the guest `wasm` declares it reads.
+    fn declared_by(wasm: &[u8]) -> ToolFields {
+        let names_only = wasmparser::Parser::new(0).parse_all(wasm).any(|payload| {
+            matches!(payload, Ok(wasmparser::Payload::CustomSection(section))
+                if section.name() == tether_guest::TOOL_NAMES_ONLY_SECTION)
+        });
+        if names_only { ToolFields::NamesOnly } else { ToolFields::All }
+    }
+}
+
 /// wasmtime, configured once, with every runtime compiled and linked.
 pub(crate) struct SandboxEngine {
     engine: Engine,
-    runtimes: BTreeMap<String, InstancePre<RunState>>,
+    runtimes: BTreeMap<String, Runtime>,
     /// Every runtime's compiled form is in the compile cache.
     cached: bool,
 }
@@ -88,7 +117,7 @@ impl SandboxEngine {
             let loaded = module_cache::load_or_compile(&engine, &cache_dir, &name, wasm).map_err(guest_error)?;
             cached &= loaded.cached;
             let pre = linker.instantiate_pre(&loaded.module).map_err(guest_error)?;
-            runtimes.insert(name, pre);
+            runtimes.insert(name, Runtime { pre, tool_fields: ToolFields::declared_by(wasm) });
         }
         spawn_epoch_ticker(&engine).map_err(EngineError::Ticker)?;
         Ok(SandboxEngine { engine, runtimes, cached })
@@ -108,7 +137,7 @@ impl SandboxEngine {
     }
 
     /// The linked runtime for a `Start.language`, if the sidecar has it.
-    pub(crate) fn runtime(&self, language: &str) -> Option<&InstancePre<RunState>> {
+    pub(crate) fn runtime(&self, language: &str) -> Option<&Runtime> {
         self.runtimes.get(language)
     }
 
@@ -196,4 +225,16 @@ fn spawn_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
         }
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ToolFields;
+
+    #[test]
+    fn the_python_runtime_declares_it_reads_tool_names_only_and_the_example_guest_does_not() {
+        assert_eq!(ToolFields::declared_by(tether_guests::PYTHON), ToolFields::NamesOnly);
+        assert_eq!(ToolFields::declared_by(tether_guests::EXAMPLE_RUST), ToolFields::All);
+        assert_eq!(ToolFields::declared_by(b"not wasm"), ToolFields::All, "an unreadable module reads everything");
+    }
 }

@@ -4,6 +4,7 @@ use crate::abi::HostLink;
 use crate::calls::{CallPort, RunLink};
 use crate::config::Limits;
 use crate::cpu::CpuMeter;
+use crate::engine::ToolFields;
 use crate::error::{LimitExceeded, RejectRun, RunEnd};
 use crate::memory::{MemoryBudget, MemoryLimiter};
 use crate::output::{CapturedOutput, Stream};
@@ -36,16 +37,24 @@ pub(crate) struct RunPlan {
 }
 
 impl RunPlan {
-    /// Checks `start` against the sidecar's `limits`.
+    /// Checks `start` against the sidecar's `limits` and writes the start
+    /// document of a runtime that reads `tool_fields` of each tool.
     ///
     /// # Errors
     /// [`RejectRun::Protocol`] for a malformed `Start` (missing run id,
-    /// unreadable input or tool schema).
-    pub(crate) fn new(start: pb::Start, sidecar_limits: &Limits) -> Result<RunPlan, RejectRun> {
+    /// unreadable input, or a tool schema the guest would read that is not
+    /// JSON).
+    pub(crate) fn new(start: pb::Start, sidecar_limits: &Limits, tool_fields: ToolFields) -> Result<RunPlan, RejectRun> {
         if start.run_id.is_empty() {
             return Err(RejectRun::Protocol("`Start.run_id` is required".into()));
         }
         let limits = sidecar_limits.tightened_by(start.limits.as_ref());
+        // The document's size, near enough that writing it seldom reallocates:
+        // with MCP tools it runs to a hundred kilobytes.
+        let doc_bytes = 256
+            + start.source.len()
+            + start.input_json.len()
+            + start.tools.iter().map(|t| 64 + t.name.len() + t.description.len() + t.input_schema_json.len()).sum::<usize>();
         let input = if start.input_json.trim().is_empty() {
             serde_json::Value::Null
         } else {
@@ -58,6 +67,10 @@ impl RunPlan {
         }
         let mut tools = Vec::with_capacity(start.tools.len());
         for tool in start.tools {
+            if tool_fields == ToolFields::NamesOnly {
+                tools.push(ToolSpec { name: tool.name, description: String::new(), input_schema: ToolSchema::default() });
+                continue;
+            }
             // Checked and passed on as text: the guest reads it only if it wants it.
             let schema_json = if tool.input_schema_json.trim().is_empty() {
                 r#"{"type":"object"}"#.to_owned()
@@ -78,7 +91,8 @@ impl RunPlan {
             input,
             tools,
         };
-        let start_doc = serde_json::to_vec(&doc).map_err(|e| RejectRun::Protocol(format!("unusable `Start`: {e}")))?;
+        let mut start_doc = Vec::with_capacity(doc_bytes);
+        serde_json::to_writer(&mut start_doc, &doc).map_err(|e| RejectRun::Protocol(format!("unusable `Start`: {e}")))?;
         Ok(RunPlan {
             run_id: start.run_id,
             turn_id: start.turn_id,
@@ -228,21 +242,33 @@ mod tests {
         }
     }
 
-    fn guest_schema(plan: &RunPlan) -> serde_json::Value {
+    fn guest_tool(plan: &RunPlan) -> serde_json::Value {
         let doc: serde_json::Value = serde_json::from_slice(&plan.start_doc).unwrap();
-        doc["tools"][0]["input_schema"].clone()
+        doc["tools"][0].clone()
     }
 
     #[test]
     fn a_tool_schema_reaches_the_guest_as_given_and_a_broken_one_is_refused() {
         let limits = Limits::default();
-        let plan = RunPlan::new(start_with_schema(r#"{"type": "object", "required": ["x"]}"#), &limits).unwrap();
-        assert_eq!(guest_schema(&plan), serde_json::json!({"type": "object", "required": ["x"]}));
-        let plan = RunPlan::new(start_with_schema("  "), &limits).unwrap();
-        assert_eq!(guest_schema(&plan), serde_json::json!({"type": "object"}), "no schema: any object");
-        let Err(RejectRun::Protocol(message)) = RunPlan::new(start_with_schema(r#"{"type": "#), &limits) else {
+        let schema = r#"{"type": "object", "required": ["x"]}"#;
+        let plan = RunPlan::new(start_with_schema(schema), &limits, ToolFields::All).unwrap();
+        assert_eq!(guest_tool(&plan)["input_schema"], serde_json::json!({"type": "object", "required": ["x"]}));
+        let plan = RunPlan::new(start_with_schema("  "), &limits, ToolFields::All).unwrap();
+        assert_eq!(guest_tool(&plan)["input_schema"], serde_json::json!({"type": "object"}), "no schema: any object");
+        let Err(RejectRun::Protocol(message)) = RunPlan::new(start_with_schema(r#"{"type": "#), &limits, ToolFields::All)
+        else {
             panic!("a schema that is not JSON must be refused");
         };
         assert!(message.contains("tool `t`"), "{message}");
+    }
+
+    #[test]
+    fn a_guest_that_reads_names_only_gets_names_only() {
+        let mut start = start_with_schema(r#"{"type": "object", "required": ["x"]}"#);
+        start.tools[0].description = "Does t.".into();
+        let plan = RunPlan::new(start, &Limits::default(), ToolFields::NamesOnly).unwrap();
+        assert_eq!(guest_tool(&plan), serde_json::json!({"name": "t", "description": "", "input_schema": null}));
+        // What it never reads is not checked either.
+        assert!(RunPlan::new(start_with_schema(r#"{"type": "#), &Limits::default(), ToolFields::NamesOnly).is_ok());
     }
 }

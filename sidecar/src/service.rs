@@ -118,10 +118,10 @@ impl SidecarService {
             (_, EngineState::Failed(_)) => return Err(RejectRun::LoadFailed),
             (_, EngineState::Ready(engine)) => engine,
         };
-        let plan = RunPlan::new(start, &self.shared.config.limits)?;
-        if engine.runtime(&plan.language).is_none() {
-            return Err(RejectRun::UnknownLanguage(plan.language));
-        }
+        let Some(runtime) = engine.runtime(&start.language) else {
+            return Err(RejectRun::UnknownLanguage(start.language));
+        };
+        let plan = RunPlan::new(start, &self.shared.config.limits, runtime.tool_fields)?;
         let admission = self.shared.capacity.admit().map_err(|full| RejectRun::QueueFull(full.0))?;
 
         let (sender, receiver) = mpsc::channel(OUTBOUND_BUFFER);
@@ -196,7 +196,7 @@ impl RunTask {
                 result_bytes: plan.limits.result_bytes,
             };
             let port = CallPort::new(limits, link.clone(), slot, run_span.clone());
-            let Some(pre) = engine.runtime(&plan.language) else {
+            let Some(runtime) = engine.runtime(&plan.language) else {
                 return (RunEnd::Internal(format!("runtime `{}` vanished", plan.language)), None);
             };
             let meters = run::Meters {
@@ -205,7 +205,7 @@ impl RunTask {
                 peak_memory: &peak_memory,
                 link: link.clone(),
             };
-            run::execute(pre, &plan, port, &link.output, meters).await
+            run::execute(&runtime.pre, &plan, port, &link.output, meters).await
         };
         let guest = Metered::new(guest, cpu.clone());
         let deadline = tokio::time::sleep(plan.limits.deadline);

@@ -48,11 +48,7 @@ fn init_tracing() {
 /// for [`Recorder::release`]), `ping`, `echo` (returns its arguments) and
 /// `deep` (returns a deeply nested list).
 pub fn test_tools() -> Vec<ToolDef> {
-    let test_tool = |name: &str, description: &str| ToolDef {
-        name: name.into(),
-        description: description.into(),
-        input_schema: serde_json::json!({"type": "object"}),
-    };
+    let test_tool = |name: &str, description: &str| ToolDef::new(name, description, serde_json::json!({"type": "object"}));
     let mut tools = DemoWorld::tools();
     tools.push(test_tool("hold", "Waits until the test releases it."));
     tools.push(test_tool("ping", "Answers at once."));

@@ -105,36 +105,36 @@ impl DemoWorld {
     /// The three tools, as the model (and so the script) sees them.
     pub fn tools() -> Vec<ToolDef> {
         vec![
-            ToolDef {
-                name: "list_issues".into(),
-                description: "List issues opened on or after a day.".into(),
-                input_schema: json!({
+            ToolDef::new(
+                "list_issues",
+                "List issues opened on or after a day.",
+                json!({
                     "type": "object",
                     "properties": {"opened_after": {"type": "string", "description": "ISO day, inclusive"}},
                     "required": ["opened_after"],
                     "additionalProperties": false
                 }),
-            },
-            ToolDef {
-                name: "get_contract".into(),
-                description: "Look up a customer's contract: customer, end_date, owner_email.".into(),
-                input_schema: json!({
+            ),
+            ToolDef::new(
+                "get_contract",
+                "Look up a customer's contract: customer, end_date, owner_email.",
+                json!({
                     "type": "object",
                     "properties": {"customer_id": {"type": "string"}},
                     "required": ["customer_id"],
                     "additionalProperties": false
                 }),
-            },
-            ToolDef {
-                name: "send_email".into(),
-                description: "Send an email. Has effects; needs approval where policy says so.".into(),
-                input_schema: json!({
+            ),
+            ToolDef::new(
+                "send_email",
+                "Send an email. Has effects; needs approval where policy says so.",
+                json!({
                     "type": "object",
                     "properties": {"to": {"type": "string"}, "subject": {"type": "string"}, "body": {"type": "string"}},
                     "required": ["to", "subject", "body"],
                     "additionalProperties": false
                 }),
-            },
+            ),
         ]
     }
 

@@ -128,7 +128,7 @@ impl AgentLoop {
             match tool {
                 ListedTool::Full(def) => tools.push(json!({
                     "type": "function",
-                    "function": {"name": def.name, "description": def.description, "parameters": def.input_schema}
+                    "function": {"name": def.name(), "description": def.description(), "parameters": def.input_schema()}
                 })),
                 ListedTool::NameOnly(name) => deferred.push(name),
             }

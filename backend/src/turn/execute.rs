@@ -810,7 +810,7 @@ mod tests {
         let nesting = s.turn.execute(CallRequest::new("d", "nest", json!({})), at(2)).await;
         assert_eq!(code(&nesting), Some(Code::DepthLimitExceeded), "its own calls would be too deep");
         assert_eq!(s.probe.runs("nest"), 1);
-        let listed: Vec<String> = s.turn.callable_tools(2).into_iter().map(|t| t.name).collect();
+        let listed: Vec<String> = s.turn.callable_tools(2).into_iter().map(|t| t.name().to_owned()).collect();
         assert!(!listed.contains(&"nest".to_owned()) && listed.contains(&"look".to_owned()), "{listed:?}");
         let row = s.store.audit_log("t1").await.unwrap().into_iter().find(|r| r.call.call_id == "b").unwrap();
         assert_eq!((row.call.origin.as_str(), row.code.as_deref()), ("tool", Some("depth_limit_exceeded")));

@@ -10,11 +10,12 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
-/// A tool ready for the registry: its spec, its compiled input schema and its
-/// executor. Cheap to clone.
+/// A tool ready for the registry: its spec, its definition as a script run
+/// is offered it, its compiled input schema and its executor. Cheap to clone.
 #[derive(Clone)]
 pub struct Tool {
     spec: Arc<ToolSpec>,
+    def: ToolDef,
     validator: Arc<jsonschema::Validator>,
     executor: Arc<dyn ToolExecutor>,
 }
@@ -28,7 +29,8 @@ impl Tool {
     pub fn new(spec: ToolSpec, executor: Arc<dyn ToolExecutor>) -> Result<Tool, TurnError> {
         let validator = jsonschema::validator_for(&spec.input_schema)
             .map_err(|e| TurnError::InvalidSchema { tool: spec.name.clone(), reason: e.to_string() })?;
-        Ok(Tool { spec: Arc::new(spec), validator: Arc::new(validator), executor })
+        let def = ToolDef::new(spec.name.clone(), spec.description.clone(), spec.input_schema.clone());
+        Ok(Tool { spec: Arc::new(spec), def, validator: Arc::new(validator), executor })
     }
 
     /// The spec.
@@ -178,7 +180,7 @@ impl ToolRegistry {
                 if t.meta().deferred && !state.activated.contains(t.name()) {
                     ListedTool::NameOnly(t.name().to_owned())
                 } else {
-                    ListedTool::Full(tool_def(t))
+                    ListedTool::Full(t.def.clone())
                 }
             })
             .collect()
@@ -189,7 +191,7 @@ impl ToolRegistry {
     /// scripts (a script never sees `run_script`), and — at `max_depth` or
     /// deeper — none that nest. The same list the exclusions (step 3) enforce.
     pub fn callable_tools(&self, depth: u32, max_depth: u32) -> Vec<ToolDef> {
-        self.callable(depth, max_depth).iter().map(tool_def).collect()
+        self.callable(depth, max_depth).iter().map(|tool| tool.def.clone()).collect()
     }
 
     /// [`callable_tools`](Self::callable_tools)'s tools with their whole
@@ -209,11 +211,6 @@ impl ToolRegistry {
             .cloned()
             .collect()
     }
-}
-
-fn tool_def(tool: &Tool) -> ToolDef {
-    let spec = tool.spec();
-    ToolDef { name: spec.name.clone(), description: spec.description.clone(), input_schema: spec.input_schema.clone() }
 }
 
 #[cfg(test)]
@@ -239,7 +236,7 @@ mod tests {
         let script_tool = ToolMeta { is_script_tool: true, nests: true, ..ToolMeta::default() };
         registry.register(tool(ToolSpec::new("run_script", "", json!({})).meta(script_tool))).unwrap();
         registry.register(tool(ToolSpec::new("agent_x", "", json!({})).nests())).unwrap();
-        let names = |depth| registry.callable_tools(depth, 3).into_iter().map(|t| t.name).collect::<Vec<_>>();
+        let names = |depth| registry.callable_tools(depth, 3).into_iter().map(|t| t.name().to_owned()).collect::<Vec<_>>();
         assert_eq!(names(1), ["read", "agent_x"], "no excluded tool, and never the script tool");
         assert_eq!(names(3), ["read"], "nothing that nests at the deepest level");
     }
@@ -259,7 +256,7 @@ mod tests {
         assert!(!registry.activate("later").unwrap(), "a second activation changes nothing");
         assert!(!registry.activate("plain").unwrap());
         assert!(matches!(registry.lookup("later"), Lookup::Found(_)));
-        assert!(matches!(registry.model_view()[1], ListedTool::Full(ref d) if d.name == "later"));
+        assert!(matches!(registry.model_view()[1], ListedTool::Full(ref d) if d.name() == "later"));
         assert_eq!(registry.callable_tools(1, 3).len(), 2);
         assert!(matches!(registry.activate("ghost"), Err(TurnError::UnknownTool(_))));
     }

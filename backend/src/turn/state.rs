@@ -102,18 +102,19 @@ impl Turn {
             .model_view()
             .into_iter()
             .filter(|tool| match tool {
-                ListedTool::Full(def) => !(too_deep && found(&def.name).is_some_and(|t| t.meta().nests)),
+                ListedTool::Full(def) => !(too_deep && found(def.name()).is_some_and(|t| t.meta().nests)),
                 ListedTool::NameOnly(_) => true,
             })
             .collect();
         let scripted = |name: &str| found(name).is_some_and(|tool| tool.meta().is_script_tool);
-        if listed.iter().any(|tool| matches!(tool, ListedTool::Full(def) if scripted(&def.name))) {
+        if listed.iter().any(|tool| matches!(tool, ListedTool::Full(def) if scripted(def.name()))) {
             let stubs = self.script_stubs_at(depth + 1);
             for tool in &mut listed {
                 if let ListedTool::Full(def) = tool
-                    && scripted(&def.name)
+                    && scripted(def.name())
                 {
-                    def.description = format!("{}\n\nThe tools, as Python:\n```python\n{stubs}```", def.description);
+                    let description = format!("{}\n\nThe tools, as Python:\n```python\n{stubs}```", def.description());
+                    *def = ToolDef::new(def.name(), description, def.input_schema().clone());
                 }
             }
         }

@@ -6,6 +6,7 @@
 use super::call::Failure;
 use super::step::Step;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 use tether_codes::{Code, Reason};
 
@@ -114,14 +115,67 @@ impl ToolMeta {
 
 /// A tool as the model sees it — name, description, input schema — and as a
 /// script is started with it.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Cheap to clone: the parts are shared, and the schema's JSON text is made
+/// once, with the definition. A turn hands every script run its whole tool
+/// list, and an MCP server's schemas run to kilobytes each, so a run's list
+/// costs a reference count per tool, not a deep copy and a serialization.
+#[derive(Debug, Clone)]
 pub struct ToolDef {
+    parts: Arc<DefParts>,
+}
+
+#[derive(Debug)]
+struct DefParts {
+    name: String,
+    description: String,
+    input_schema: Value,
+    input_schema_json: String,
+}
+
+impl ToolDef {
+    /// The definition of the tool `name` that does `description` and takes
+    /// arguments matching `input_schema`.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> ToolDef {
+        let input_schema_json = input_schema.to_string();
+        ToolDef {
+            parts: Arc::new(DefParts {
+                name: name.into(),
+                description: description.into(),
+                input_schema,
+                input_schema_json,
+            }),
+        }
+    }
+
     /// The tool's name.
-    pub name: String,
+    pub fn name(&self) -> &str {
+        &self.parts.name
+    }
+
     /// What it does.
-    pub description: String,
+    pub fn description(&self) -> &str {
+        &self.parts.description
+    }
+
     /// The JSON Schema of its arguments.
-    pub input_schema: Value,
+    pub fn input_schema(&self) -> &Value {
+        &self.parts.input_schema
+    }
+
+    /// [`input_schema`](Self::input_schema) as JSON text, made once.
+    pub fn input_schema_json(&self) -> &str {
+        &self.parts.input_schema_json
+    }
+}
+
+impl PartialEq for ToolDef {
+    fn eq(&self, other: &ToolDef) -> bool {
+        Arc::ptr_eq(&self.parts, &other.parts)
+            || (self.name() == other.name()
+                && self.description() == other.description()
+                && self.input_schema() == other.input_schema())
+    }
 }
 
 /// A tool as described to the model: name, description, schemas and metadata.

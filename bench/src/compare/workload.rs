@@ -76,11 +76,7 @@ impl Workload {
 /// The tools every run is offered: the demo's three and `noop`.
 pub(crate) fn tools() -> Vec<ToolDef> {
     let mut tools = DemoWorld::tools();
-    tools.push(ToolDef {
-        name: "noop".into(),
-        description: "Does nothing.".into(),
-        input_schema: json!({"type": "object", "additionalProperties": false}),
-    });
+    tools.push(ToolDef::new("noop", "Does nothing.", json!({"type": "object", "additionalProperties": false})));
     tools
 }
 

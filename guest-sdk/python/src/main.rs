@@ -8,6 +8,9 @@
 //!
 //! [`Outcome`]: tether_guest::Outcome
 
+// The runtime looks tools up by name only: their schemas need not travel.
+tether_guest::reads_tool_names_only!();
+
 #[cfg(target_arch = "wasm32")]
 fn main() {
     use tether_guest::{ABI_VERSION, Outcome, ScriptError};

@@ -59,11 +59,11 @@ fn request(run_id: &str, text: &str) -> RunRequest {
         turn_id: "turn-container".into(),
         parent_call_id: "call_1".into(),
         input: json!({"text": text}),
-        tools: vec![ToolDef {
-            name: "echo".into(),
-            description: "Returns its arguments.".into(),
-            input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
-        }],
+        tools: vec![ToolDef::new(
+            "echo",
+            "Returns its arguments.",
+            json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+        )],
         ..RunRequest::python(run_id, SCRIPT)
     }
 }

@@ -342,11 +342,8 @@ async fn json_logs_carry_the_run_and_call_span_fields_on_every_line() {
         parent_call_id: "call_9".into(),
         ..RunRequest::python("run-json", "ping()\n'done'")
     };
-    let request = RunRequest { tools: vec![tether_backend::ToolDef {
-        name: "ping".into(),
-        description: "Answers at once.".into(),
-        input_schema: json!({"type": "object"}),
-    }], ..request };
+    let request =
+        RunRequest { tools: vec![tether_backend::ToolDef::new("ping", "Answers at once.", json!({"type": "object"}))], ..request };
     let outcome = client.run(request, &Pong).await.unwrap();
     assert!(outcome.is_ok(), "{outcome:?}");
     let lines = sidecar.stop().await;

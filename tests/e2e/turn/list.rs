@@ -14,7 +14,7 @@ after = call('crm_lookup', {'customer_id': 'c1'})
     let run = w.script(source, Value::Null).await;
     assert_eq!(script_value(&run), json!([false, "tool_not_activated", true, true, {"crm": "c1"}]));
     assert_eq!(w.probe.runs("crm_lookup"), 1);
-    assert!(w.turn.tools_for_model().iter().any(|t| matches!(t, ListedTool::Full(d) if d.name == "crm_lookup")));
+    assert!(w.turn.tools_for_model().iter().any(|t| matches!(t, ListedTool::Full(d) if d.name() == "crm_lookup")));
 }
 
 #[tokio::test]

@@ -145,12 +145,12 @@ pub(super) fn world_on(
         .add_tool(ScriptTool::new(client.clone()).into_tool().unwrap())
         .add_tool(activate_tools_tool().unwrap());
     for def in DemoWorld::tools() {
-        let name: &'static str = match def.name.as_str() {
+        let name: &'static str = match def.name() {
             "list_issues" => "list_issues",
             "get_contract" => "get_contract",
             _ => "send_email",
         };
-        let mut spec = ToolSpec::new(def.name, def.description, def.input_schema);
+        let mut spec = ToolSpec::new(def.name(), def.description(), def.input_schema().clone());
         spec = if name == "send_email" { spec.requires_approval() } else { spec.read_only() };
         builder = builder.tool(spec, executor(&probe, name));
     }

@@ -168,9 +168,9 @@ async fn a_call_refused_because_the_sidecar_is_busy_is_audited_with_the_sidecars
 async fn a_script_is_started_without_the_tools_it_may_not_call() {
     let (_sidecar, client) = sidecar().await;
     let w = refusal_world(&client, pb::Limits::default(), |b| b.max_depth(3));
-    let listed: Vec<String> = w.turn.callable_tools(1).into_iter().map(|t| t.name).collect();
+    let listed: Vec<String> = w.turn.callable_tools(1).into_iter().map(|t| t.name().to_owned()).collect();
     assert!(!listed.iter().any(|n| n == "run_script" || n == "ask_user" || n == "crm_lookup"), "{listed:?}");
     assert!(listed.iter().any(|n| n == "nest"), "a nesting tool is offered above the deepest level");
-    let deepest: Vec<String> = w.turn.callable_tools(3).into_iter().map(|t| t.name).collect();
+    let deepest: Vec<String> = w.turn.callable_tools(3).into_iter().map(|t| t.name().to_owned()).collect();
     assert!(!deepest.iter().any(|n| n == "nest"), "{deepest:?}");
 }

@@ -39,7 +39,7 @@ async fn step_2_lookup_refuses_a_deferred_tool_with_the_activation_message() {
     assert_eq!(model.probe.runs("crm_lookup") + script.probe.runs("crm_lookup"), 0);
     // The model sees it by name only; the script was started without it.
     assert!(model.turn.tools_for_model().contains(&ListedTool::NameOnly("crm_lookup".into())));
-    assert!(script.turn.callable_tools(1).iter().all(|t| t.name != "crm_lookup"));
+    assert!(script.turn.callable_tools(1).iter().all(|t| t.name() != "crm_lookup"));
 }
 
 #[tokio::test]
@@ -69,7 +69,7 @@ results = [
     }
     assert!(seen[3][2].as_str().unwrap().contains("a script cannot run a script"), "{seen}");
     assert_eq!(w.probe.runs("ask_user") + w.probe.runs("on_device"), 0, "excluded tools never ran");
-    assert!(!w.turn.callable_tools(1).iter().any(|t| t.name == "crm_lookup"), "activate_tools never ran");
+    assert!(!w.turn.callable_tools(1).iter().any(|t| t.name() == "crm_lookup"), "activate_tools never ran");
     let runs = w.audit().await.into_iter().filter(|r| r.call.tool == "run_script").count();
     assert_eq!(runs, 2, "the model's run and the refused nested one; no second run happened");
 
@@ -80,7 +80,7 @@ results = [
     }
     let activated = w.model("m-act", "activate_tools", json!({"names": ["crm_lookup"]})).await;
     assert_eq!(activated.status(), CallStatus::Ok, "{activated:?}");
-    assert!(w.turn.callable_tools(1).iter().any(|t| t.name == "crm_lookup"));
+    assert!(w.turn.callable_tools(1).iter().any(|t| t.name() == "crm_lookup"));
 
     // A script has no function for an excluded tool: it was never offered.
     let named = w.model("s2", "run_script", json!({"code": "run_script(code='1')"})).await;

@@ -21,7 +21,7 @@ async fn the_stubs_show_what_a_script_may_call_and_run_as_python_in_the_sandbox(
     let stubs = w.turn.script_stubs();
 
     // Exactly the tools a script is started with: no run_script, nothing deferred.
-    let callable: Vec<String> = w.turn.callable_tools(1).into_iter().map(|def| def.name).collect();
+    let callable: Vec<String> = w.turn.callable_tools(1).into_iter().map(|def| def.name().to_owned()).collect();
     let defined = stub_functions(&stubs);
     assert!(!defined.is_empty(), "{stubs}");
     for name in &defined {
@@ -40,7 +40,7 @@ async fn the_stubs_show_what_a_script_may_call_and_run_as_python_in_the_sandbox(
     let description = listed
         .iter()
         .find_map(|tool| match tool {
-            ListedTool::Full(def) if def.name == "run_script" => Some(def.description.clone()),
+            ListedTool::Full(def) if def.name() == "run_script" => Some(def.description().to_owned()),
             _ => None,
         })
         .expect("run_script is listed");
