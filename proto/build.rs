@@ -9,9 +9,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = protox::compile(["tether/v1/tether.proto"], ["."])?;
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out_dir.join("tether_v1_descriptor.bin"), descriptors.encode_to_vec())?;
-    tonic_prost_build::configure()
-        .build_server(true)
-        .build_client(true)
-        .compile_fds(descriptors)?;
+    tonic_prost_build::configure().build_server(true).build_client(true).compile_fds(descriptors)?;
     Ok(())
 }

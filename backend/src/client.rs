@@ -12,21 +12,21 @@ use crate::outcome::RunOutcome;
 use crate::turn::ToolDef;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
-use tether_codes::Reason;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
+use tether_codes::Reason;
 use tether_proto::pb::{self, backend_message, sidecar_client, sidecar_message};
+use tether_telemetry::TraceContext;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tether_telemetry::TraceContext;
 use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
+use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
 
 /// The health-check service name whose status is the sidecar's readiness.
 const READINESS_SERVICE: &str = "tether.v1.Sidecar";
@@ -88,7 +88,10 @@ pub struct ClientAuth {
 
 impl std::fmt::Debug for ClientAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientAuth").field("token", &self.token.as_ref().map(|_| "<redacted>")).field("tls", &self.tls).finish()
+        f.debug_struct("ClientAuth")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls)
+            .finish()
     }
 }
 
@@ -216,7 +219,8 @@ impl SidecarClient {
                 }))
                 .await?
         } else {
-            let mut endpoint = configure(Endpoint::from_shared(address.to_owned()).map_err(|e| invalid(e.to_string()))?);
+            let mut endpoint =
+                configure(Endpoint::from_shared(address.to_owned()).map_err(|e| invalid(e.to_string()))?);
             if let Some(tls) = &auth.tls {
                 if !address.starts_with("https://") {
                     return Err(ClientError::Credentials(format!("mTLS needs an `https://` address, not `{address}`")));

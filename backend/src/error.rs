@@ -27,7 +27,9 @@ pub enum ClientError {
     Protocol(String),
     /// The sidecar did not report SERVING in time
     /// ([`SidecarClient::wait_ready`](crate::SidecarClient::wait_ready)).
-    #[error("the sidecar was not ready after {waited:?} (last: {last}); check its logs, or wait longer on a cold compile")]
+    #[error(
+        "the sidecar was not ready after {waited:?} (last: {last}); check its logs, or wait longer on a cold compile"
+    )]
     NotReady {
         /// How long the client waited.
         waited: std::time::Duration,

@@ -36,9 +36,9 @@ pub use client::{ClientAuth, ClientTls, ConnectOptions, Keepalive, RunRequest, S
 pub use error::ClientError;
 pub use handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
 pub use outcome::RunOutcome;
+pub use tether_proto::pb;
 pub use tools::{Config, ToolSet};
 pub use turn::{
     CallOrigin, CallRequest, CallResult, Code, PostgresAuditStore, ScriptTool, SqliteAuditStore, Step, ToolDef, Turn,
     TurnBuilder, open_audit_store,
 };
-pub use tether_proto::pb;

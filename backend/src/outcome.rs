@@ -28,7 +28,8 @@ pub struct RunOutcome {
 impl RunOutcome {
     pub(crate) fn from_finished(finished: pb::Finished) -> RunOutcome {
         let status = pb::RunStatus::try_from(finished.status).unwrap_or(pb::RunStatus::Unspecified);
-        let result = if finished.result_json.is_empty() { None } else { serde_json::from_str(&finished.result_json).ok() };
+        let result =
+            if finished.result_json.is_empty() { None } else { serde_json::from_str(&finished.result_json).ok() };
         RunOutcome {
             status,
             result,

@@ -99,7 +99,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     }
     report_rss(&before, &afters);
     if args.idle_seconds > 0.0 {
-        let idle = Duration::try_from_secs_f64(args.idle_seconds).context("--idle-seconds must be a positive number")?;
+        let idle =
+            Duration::try_from_secs_f64(args.idle_seconds).context("--idle-seconds must be a positive number")?;
         after_idle(&sidecar, &clients[0], idle, before).await?;
     }
     anyhow::ensure!(failed == 0, "{failed} runs failed");
@@ -169,7 +170,12 @@ async fn one_round(
 /// Waits `idle` with no run in flight, then reports the sidecar's RSS against
 /// the baseline, and times the first trivial runs after the wait: past
 /// `--idle-release-seconds` the first takes a cold pool slot.
-async fn after_idle(sidecar: &SidecarProcess, client: &SidecarClient, idle: Duration, before: ProcSample) -> anyhow::Result<()> {
+async fn after_idle(
+    sidecar: &SidecarProcess,
+    client: &SidecarClient,
+    idle: Duration,
+    before: ProcSample,
+) -> anyhow::Result<()> {
     tokio::time::sleep(idle).await;
     let idle_sample = sidecar.sample()?;
     let drift_from_baseline = drift(before.rss_kib, idle_sample.rss_kib);

@@ -102,7 +102,8 @@ impl SidecarProcess {
         let pid = self.child.id();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).context("reading /proc/PID/status")?;
         let field = |name: &str| -> anyhow::Result<u64> {
-            let line = status.lines().find_map(|line| line.strip_prefix(name)).with_context(|| format!("no `{name}`"))?;
+            let line =
+                status.lines().find_map(|line| line.strip_prefix(name)).with_context(|| format!("no `{name}`"))?;
             Ok(line.trim().trim_end_matches("kB").trim().parse()?)
         };
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).context("reading /proc/PID/fd")?.count() as u64;

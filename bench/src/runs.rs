@@ -70,7 +70,12 @@ fn mcp_sized_tools(count: usize) -> Vec<ToolDef> {
         .collect()
 }
 
-async fn median_run(client: &SidecarClient, tools: &[ToolDef], source: &str, samples: usize) -> anyhow::Result<Duration> {
+async fn median_run(
+    client: &SidecarClient,
+    tools: &[ToolDef],
+    source: &str,
+    samples: usize,
+) -> anyhow::Result<Duration> {
     let mut times = Vec::with_capacity(samples);
     for i in 0..samples {
         let request =
@@ -106,7 +111,8 @@ async fn measure(Args { samples, calls, trivial_only, tools, .. }: Args) -> anyh
         println!("trivial run (1 + 1), {} tools, median of {samples}: {:.3} ms", tools.len(), ms(trivial));
         return sidecar.stop().await.map_err(Into::into);
     }
-    let with_calls = median_run(&client, tools, &format!("for i in range({calls}):\n    call('noop')\n"), samples).await?;
+    let with_calls =
+        median_run(&client, tools, &format!("for i in range({calls}):\n    call('noop')\n"), samples).await?;
     let loop_only = median_run(&client, tools, &format!("for i in range({calls}):\n    pass\n"), samples).await?;
     let round_trip = with_calls.saturating_sub(loop_only) / calls as u32;
 
@@ -121,7 +127,10 @@ async fn measure(Args { samples, calls, trivial_only, tools, .. }: Args) -> anyh
     .await?;
 
     println!("trivial run (1 + 1), median of {samples}: {:.3} ms", ms(trivial));
-    println!("call round trip over gRPC, median run of {calls} calls: {:.1} µs per call", round_trip.as_secs_f64() * 1e6);
+    println!(
+        "call round trip over gRPC, median run of {calls} calls: {:.1} µs per call",
+        round_trip.as_secs_f64() * 1e6
+    );
     println!(
         "20 calls to a 1 ms tool: sequential {:.2} ms, asyncio.gather {:.2} ms (ratio {:.1}x)",
         ms(sequential),

@@ -80,7 +80,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut samples = vec![first];
     while started.elapsed() < duration {
-        tokio::time::sleep(Duration::from_secs(args.sample_seconds).min(duration.saturating_sub(started.elapsed()))).await;
+        tokio::time::sleep(Duration::from_secs(args.sample_seconds).min(duration.saturating_sub(started.elapsed())))
+            .await;
         let now = sidecar.sample()?;
         println!("{:>4} s  {now}", started.elapsed().as_secs());
         samples.push(now);

@@ -159,7 +159,9 @@ fn json_dumps(py: &Py, depth: usize) -> Result<Value, ConvertError> {
                 .or_else(|_| u64::try_from(&int).map(Value::from))
                 .map_err(|_| ConvertError::IntTooLarge)
         }
-        Py::Float(float) => Number::from_f64(*float).map(Value::Number).ok_or(ConvertError::NonFiniteFloat(String::new())),
+        Py::Float(float) => {
+            Number::from_f64(*float).map(Value::Number).ok_or(ConvertError::NonFiniteFloat(String::new()))
+        }
         Py::Str(text) => Ok(Value::String(text.clone())),
         Py::List(items) | Py::Tuple(items) => {
             let depth = container(depth)?;
@@ -194,7 +196,9 @@ fn json_dumps(py: &Py, depth: usize) -> Result<Value, ConvertError> {
             }
             Ok(Value::Object(object))
         }
-        Py::Bytes(_) | Py::Set(_) | Py::Function(_) | Py::Exception(_) => Err(ConvertError::NotSerializable(String::new())),
+        Py::Bytes(_) | Py::Set(_) | Py::Function(_) | Py::Exception(_) => {
+            Err(ConvertError::NotSerializable(String::new()))
+        }
         Py::Cycle => Err(ConvertError::Circular),
     }
 }

@@ -214,13 +214,17 @@ fn respond(id: &str, answer: Answer) -> Pushed {
         }
         Answer::OtherId(other, json) => vec![message(backend_message::Kind::ToolResult(result(&other, value(json))))],
         Answer::Silence => vec![],
-        Answer::Cancel(reason) => vec![message(backend_message::Kind::Cancel(pb::Cancel { reason, ..Default::default() }))],
+        Answer::Cancel(reason) => {
+            vec![message(backend_message::Kind::Cancel(pb::Cancel { reason, ..Default::default() }))]
+        }
         Answer::Start => vec![message(backend_message::Kind::Start(pb::Start::default()))],
         Answer::Empty => vec![Ok(pb::BackendMessage { kind: None })],
         Answer::StreamError(code) => vec![Err(Status::new(Code::from(code), "stream error"))],
         // As tonic hands the run a message it decoded; one it cannot decode
         // fails the stream with `Internal`.
-        Answer::Raw(bytes) => vec![pb::BackendMessage::decode(bytes.as_slice()).map_err(|e| Status::internal(e.to_string()))],
+        Answer::Raw(bytes) => {
+            vec![pb::BackendMessage::decode(bytes.as_slice()).map_err(|e| Status::internal(e.to_string()))]
+        }
     }
 }
 
@@ -284,7 +288,11 @@ fn model(limits: &Limits, requests: &[Vec<u8>]) -> Model {
                 })),
                 (Err(failure), Some(id)) => model.sent.push(sidecar_message::Kind::CallRefused(pb::CallRefused {
                     id: id.clone(),
-                    failure: Some(pb::Failure { code: failure.code.clone(), message: failure.message.clone(), ..Default::default() }),
+                    failure: Some(pb::Failure {
+                        code: failure.code.clone(),
+                        message: failure.message.clone(),
+                        ..Default::default()
+                    }),
                     batch: number,
                     ..Default::default()
                 })),
@@ -365,7 +373,8 @@ fn check(limits: &Limits, requests: &[Vec<u8>], observed: &Observed) {
         "the sidecar's messages differ from the contract's:\n sent {sent:#?}\n want {:#?}",
         model.sent
     );
-    let issued: HashSet<String> = model.batches.iter().flatten().filter_map(|v| v.as_ref().ok().map(|(id, _)| id.clone())).collect();
+    let issued: HashSet<String> =
+        model.batches.iter().flatten().filter_map(|v| v.as_ref().ok().map(|(id, _)| id.clone())).collect();
     let Some((delivered, end)) = inbound_model(&observed.pushed, &observed.calls_read, &issued) else { return };
 
     match &observed.end {

@@ -30,9 +30,14 @@ fuzz_target!(|data: &[u8]| {
             assert!(!error.problem.is_empty());
             assert!(error.to_string().starts_with(&format!("`{FILE}`")), "{error}");
             if let Some(place) = error.key.strip_prefix("line ") {
-                let (line, column) = place.split_once(", column ").expect("a syntax error's place is `line L, column C`");
+                let (line, column) =
+                    place.split_once(", column ").expect("a syntax error's place is `line L, column C`");
                 let (line, column): (usize, usize) = (line.parse().unwrap(), column.parse().unwrap());
-                assert!(line >= 1 && line <= text.lines().count().max(1) + 1, "line {line} of {}", text.lines().count());
+                assert!(
+                    line >= 1 && line <= text.lines().count().max(1) + 1,
+                    "line {line} of {}",
+                    text.lines().count()
+                );
                 assert!(column >= 1);
             }
         }

@@ -14,7 +14,9 @@ mod host;
 
 #[cfg(target_arch = "wasm32")]
 pub use host::{call, call_batch, finish, start};
-pub use wire::{CallBatch, CallRequest, CallResult, CallResults, Failure, Outcome, ScriptError, StartDoc, ToolSchema, ToolSpec};
+pub use wire::{
+    CallBatch, CallRequest, CallResult, CallResults, Failure, Outcome, ScriptError, StartDoc, ToolSchema, ToolSpec,
+};
 
 /// The ABI version this crate speaks; also the suffix of the import module name.
 pub const ABI_VERSION: u32 = 1;

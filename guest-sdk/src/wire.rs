@@ -308,7 +308,12 @@ mod tests {
         assert_eq!(again["tools"][0]["input_schema"]["properties"]["x"]["type"], "integer");
         assert_eq!(ToolSchema::from(&json!({"type": "object"})).as_json(), r#"{"type":"object"}"#);
         assert!(ToolSchema::from_json("{".into()).is_err());
-        assert!(serde_json::from_slice::<StartDoc>(br#"{"abi":1,"language":"p","source":"","tools":[{"name":"a","input_schema":{]}"#).is_err());
+        assert!(
+            serde_json::from_slice::<StartDoc>(
+                br#"{"abi":1,"language":"p","source":"","tools":[{"name":"a","input_schema":{]}"#
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -326,7 +331,10 @@ mod tests {
         assert_eq!(read_results(&document, 0), vec![], "results past the batch are dropped");
         let unreadable = read_results(b"{\"results\": 7}", 2);
         assert_eq!(unreadable.len(), 2);
-        assert!(unreadable.iter().all(|r| matches!(r, CallResult::Err(f) if f.code == "invalid_result")), "{unreadable:?}");
+        assert!(
+            unreadable.iter().all(|r| matches!(r, CallResult::Err(f) if f.code == "invalid_result")),
+            "{unreadable:?}"
+        );
     }
 
     #[test]

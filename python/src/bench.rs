@@ -15,7 +15,11 @@ pub(crate) fn measure_rust_calls(py: Python<'_>, calls: u32) -> PyResult<Bound<'
     awaitable(py, async move {
         let spec = ToolSpec::new("noop", "Does nothing.", json!({"type": "object"})).read_only().allow_repeats();
         let noop = executor_fn(|_context, _args| async { Ok(ToolOutput::new(json!(null))) });
-        let turn = Turn::builder("bench-rust").tool(spec, noop).max_tool_calls(u32::MAX).build().map_err(crate::error::config)?;
+        let turn = Turn::builder("bench-rust")
+            .tool(spec, noop)
+            .max_tool_calls(u32::MAX)
+            .build()
+            .map_err(crate::error::config)?;
         let started = Instant::now();
         for n in 0..calls {
             let result = turn.execute(CallRequest::new(format!("c{n}"), "noop", json!({})), CallOrigin::Model).await;

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use tether_backend::turn::{
-    AuditRecord, Code, CallIdentity, CallOutcome, CallResult, LedgerEntry, ListedTool, ToolEvent,
+    AuditRecord, CallIdentity, CallOutcome, CallResult, Code, LedgerEntry, ListedTool, ToolEvent,
 };
 
 /// A call's result: status, value or error (with the step and display name
@@ -51,20 +51,26 @@ fn merged(mut base: Value, extra: Value) -> Value {
 
 /// One audit row.
 pub(crate) fn audit(row: &AuditRecord) -> Value {
-    merged(identity(&row.call), json!({
-        "step": row.step.map(|s| s.as_str()), "code": row.code, "display_name": row.display_name(),
-        "approval": row.approval.map(|a| a.as_str()), "decided_by": row.decided_by, "status": row.status.as_str(),
-        "started_at_ms": row.started_at_ms, "finished_at_ms": row.finished_at_ms, "duration_us": row.duration_us,
-    }))
+    merged(
+        identity(&row.call),
+        json!({
+            "step": row.step.map(|s| s.as_str()), "code": row.code, "display_name": row.display_name(),
+            "approval": row.approval.map(|a| a.as_str()), "decided_by": row.decided_by, "status": row.status.as_str(),
+            "started_at_ms": row.started_at_ms, "finished_at_ms": row.finished_at_ms, "duration_us": row.duration_us,
+        }),
+    )
 }
 
 /// One effect-ledger row.
 pub(crate) fn ledger(row: &LedgerEntry) -> Value {
-    merged(identity(&row.call), json!({
-        "approval_required": row.approval_required, "state": row.state.as_str(),
-        "started_at_ms": row.started_at_ms, "settled_at_ms": row.settled_at_ms,
-        "outcome": row.outcome.map(|o| o.as_str()),
-    }))
+    merged(
+        identity(&row.call),
+        json!({
+            "approval_required": row.approval_required, "state": row.state.as_str(),
+            "started_at_ms": row.started_at_ms, "settled_at_ms": row.settled_at_ms,
+            "outcome": row.outcome.map(|o| o.as_str()),
+        }),
+    )
 }
 
 /// One event, with its kind: `started`, `completed` or `failed`.
@@ -92,6 +98,8 @@ pub(crate) fn listed(tool: &ListedTool) -> Value {
         ListedTool::Full(def) => json!({
             "name": def.name(), "description": def.description(), "input_schema": def.input_schema(), "deferred": false
         }),
-        ListedTool::NameOnly(name) => json!({"name": name, "description": null, "input_schema": null, "deferred": true}),
+        ListedTool::NameOnly(name) => {
+            json!({"name": name, "description": null, "input_schema": null, "deferred": true})
+        }
     }
 }

@@ -5,8 +5,18 @@ use pyo3::PyErr;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 
-create_exception!(_native, TetherError, PyException, "Every error Tether raises (a refused or failed call is a result, never this).");
-create_exception!(_native, ConfigError, TetherError, "The turn cannot be built as described (a tool, a limit, a schema).");
+create_exception!(
+    _native,
+    TetherError,
+    PyException,
+    "Every error Tether raises (a refused or failed call is a result, never this)."
+);
+create_exception!(
+    _native,
+    ConfigError,
+    TetherError,
+    "The turn cannot be built as described (a tool, a limit, a schema)."
+);
 create_exception!(_native, SidecarUnavailable, TetherError, "No sidecar could be started or reached to run scripts.");
 create_exception!(_native, AuditStoreError, TetherError, "The audit store cannot be opened or read.");
 

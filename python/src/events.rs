@@ -39,7 +39,8 @@ pub(crate) fn forward(deliver: Py<PyAny>) -> (ChannelSink, JoinHandle<()>) {
             let events = std::mem::take(&mut batch);
             let deliver = deliver.clone();
             // Taking the GIL may wait: off the async workers.
-            let delivered = tokio::task::spawn_blocking(move || crate::gil::enter(|py| deliver_all(py, &deliver, events)));
+            let delivered =
+                tokio::task::spawn_blocking(move || crate::gil::enter(|py| deliver_all(py, &deliver, events)));
             if delivered.await.is_err() {
                 tracing::warn!("delivering call events to Python failed");
             }
@@ -55,7 +56,11 @@ fn deliver_all(py: Python<'_>, deliver: &Py<PyAny>, events: Vec<Queued>) {
             Some(locals) => (|| {
                 let kwargs = PyDict::new(py);
                 kwargs.set_item("context", locals.context(py))?;
-                locals.event_loop(py).call_method("call_soon_threadsafe", (deliver.clone_ref(py), json), Some(&kwargs))?;
+                locals.event_loop(py).call_method(
+                    "call_soon_threadsafe",
+                    (deliver.clone_ref(py), json),
+                    Some(&kwargs),
+                )?;
                 Ok::<_, PyErr>(())
             })(),
             // Not caused by an awaiting Python task: delivered from here.

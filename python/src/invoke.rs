@@ -91,9 +91,11 @@ impl Drop for CancelOnDrop {
         }
         // Nothing to cancel once the interpreter is shutting down.
         crate::gil::enter(|py| {
-            let cancel = self.invocation.bind(py).getattr("cancel").and_then(|cancel| {
-                self.event_loop.bind(py).call_method1("call_soon_threadsafe", (cancel,))
-            });
+            let cancel = self
+                .invocation
+                .bind(py)
+                .getattr("cancel")
+                .and_then(|cancel| self.event_loop.bind(py).call_method1("call_soon_threadsafe", (cancel,)));
             if let Err(error) = cancel {
                 tracing::debug!(%error, "a Python task could not be cancelled (its loop is closed)");
             }

@@ -22,7 +22,9 @@ pub(crate) enum WhereError {
     #[error("the embedded sidecar could not start: {0}")]
     Embedded(#[from] EmbeddedError),
     /// The sidecar at the address could not be reached.
-    #[error("cannot reach the sidecar at `{address}`: {error}; start one (`tether-sidecar --socket PATH`) or use sidecar=\"embedded\"")]
+    #[error(
+        "cannot reach the sidecar at `{address}`: {error}; start one (`tether-sidecar --socket PATH`) or use sidecar=\"embedded\""
+    )]
     Connect {
         /// The address given.
         address: String,
@@ -53,7 +55,9 @@ pub(crate) fn embedded_if_started() -> Option<&'static EmbeddedSidecar> {
 pub(crate) async fn connect(address: &str, token: Option<String>) -> Result<SidecarClient, WhereError> {
     let address = match address {
         EMBEDDED => embedded().await?.local_url(),
-        _ if ["unix:", "unix-abstract:", "http://", "https://"].iter().any(|form| address.starts_with(form)) => address.to_owned(),
+        _ if ["unix:", "unix-abstract:", "http://", "https://"].iter().any(|form| address.starts_with(form)) => {
+            address.to_owned()
+        }
         _ => return Err(WhereError::Address(address.to_owned())),
     };
     let options = ConnectOptions { auth: ClientAuth { token, tls: None }, ..ConnectOptions::default() };

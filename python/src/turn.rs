@@ -60,15 +60,33 @@ impl LimitsJson {
     fn turn_limits(&self) -> PyResult<TurnLimits> {
         let mut limits = TurnLimits::default();
         let d = &mut limits;
-        if let Some(v) = self.max_tool_calls { d.max_tool_calls = v }
-        if let Some(v) = self.max_approval_calls { d.max_approval_calls = v }
-        if let Some(v) = self.approval_timeout { d.approval_timeout = seconds("approval_timeout", v)? }
-        if let Some(v) = self.default_tool_time_limit { d.default_tool_time_limit = seconds("default_tool_time_limit", v)? }
-        if let Some(v) = self.audit_args_bytes { d.audit_args_bytes = v }
-        if let Some(v) = self.capture_payloads { d.capture_payloads = v }
-        if let Some(v) = self.max_depth { d.max_depth = v }
-        if let Some(v) = self.max_refused_script_calls { d.max_refused_script_calls = v }
-        if self.max_result_bytes.is_some() { d.max_result_bytes = self.max_result_bytes }
+        if let Some(v) = self.max_tool_calls {
+            d.max_tool_calls = v
+        }
+        if let Some(v) = self.max_approval_calls {
+            d.max_approval_calls = v
+        }
+        if let Some(v) = self.approval_timeout {
+            d.approval_timeout = seconds("approval_timeout", v)?
+        }
+        if let Some(v) = self.default_tool_time_limit {
+            d.default_tool_time_limit = seconds("default_tool_time_limit", v)?
+        }
+        if let Some(v) = self.audit_args_bytes {
+            d.audit_args_bytes = v
+        }
+        if let Some(v) = self.capture_payloads {
+            d.capture_payloads = v
+        }
+        if let Some(v) = self.max_depth {
+            d.max_depth = v
+        }
+        if let Some(v) = self.max_refused_script_calls {
+            d.max_refused_script_calls = v
+        }
+        if self.max_result_bytes.is_some() {
+            d.max_result_bytes = self.max_result_bytes
+        }
         Ok(limits)
     }
 }
@@ -202,7 +220,13 @@ impl NativeTurn {
 
     /// Runs one call of the model's through the one execution path; resolves
     /// to the result as JSON text.
-    fn execute<'py>(&self, py: Python<'py>, call_id: String, name: String, args: String) -> PyResult<Bound<'py, PyAny>> {
+    fn execute<'py>(
+        &self,
+        py: Python<'py>,
+        call_id: String,
+        name: String,
+        args: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let args: Value = serde_json::from_str(&args)
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("the arguments are not JSON: {e}")))?;
         let turn = self.turn.clone();
@@ -247,7 +271,8 @@ impl NativeTurn {
     fn ledger<'py>(&self, py: Python<'py>, approval_only: bool) -> PyResult<Bound<'py, PyAny>> {
         let turn = self.turn.clone();
         awaitable(py, async move {
-            let rows = if approval_only { turn.possibly_executed_approval_actions().await } else { turn.ledger().await };
+            let rows =
+                if approval_only { turn.possibly_executed_approval_actions().await } else { turn.ledger().await };
             let rows = rows.map_err(error::store)?;
             Ok(json_text(&rows.iter().map(crate::convert::ledger).collect::<Value>()))
         })

@@ -115,7 +115,8 @@ impl BearerToken {
     /// # Errors
     /// If the file cannot be read or holds no valid token.
     pub fn from_file(path: &Path) -> Result<BearerToken, AccessError> {
-        let text = std::fs::read_to_string(path).map_err(|source| AccessError::Read { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| AccessError::Read { path: path.display().to_string(), source })?;
         BearerToken::new(&text)
     }
 
@@ -150,7 +151,9 @@ impl MutualTls {
     /// # Errors
     /// If one cannot be read.
     pub fn from_files(cert: &Path, key: &Path, client_ca: &Path) -> Result<MutualTls, AccessError> {
-        let read = |path: &Path| std::fs::read(path).map_err(|source| AccessError::Read { path: path.display().to_string(), source });
+        let read = |path: &Path| {
+            std::fs::read(path).map_err(|source| AccessError::Read { path: path.display().to_string(), source })
+        };
         Ok(MutualTls { cert_pem: read(cert)?, key_pem: read(key)?, client_ca_pem: read(client_ca)? })
     }
 
@@ -251,13 +254,20 @@ impl Gate {
                 if policy.allows(cred.uid(), cred.gid()) {
                     Ok(())
                 } else {
-                    Err(format!("Unix socket peer uid `{}` gid `{}` is not allowed (--allow-uid, --allow-gid)", cred.uid(), cred.gid()))
+                    Err(format!(
+                        "Unix socket peer uid `{}` gid `{}` is not allowed (--allow-uid, --allow-gid)",
+                        cred.uid(),
+                        cred.gid()
+                    ))
                 }
             }
             Rule::Token(token) => {
                 let header = request.metadata().get("authorization").ok_or("no `authorization` metadata")?;
                 let presented = header.as_bytes();
-                let Some(presented) = presented.get(..7).filter(|scheme| scheme.eq_ignore_ascii_case(b"bearer ")).map(|_| &presented[7..])
+                let Some(presented) = presented
+                    .get(..7)
+                    .filter(|scheme| scheme.eq_ignore_ascii_case(b"bearer "))
+                    .map(|_| &presented[7..])
                 else {
                     return Err("`authorization` is not `Bearer <token>`".into());
                 };

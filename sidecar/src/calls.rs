@@ -128,7 +128,9 @@ impl RunLink {
         [(pb::OutputStream::Stdout, stdout), (pb::OutputStream::Stderr, stderr)]
             .into_iter()
             .filter(|(_, data)| !data.is_empty())
-            .map(|(stream, data)| pb::sidecar_message::Kind::Output(pb::Output { stream: stream as i32, data: data.to_vec() }))
+            .map(|(stream, data)| {
+                pb::sidecar_message::Kind::Output(pb::Output { stream: stream as i32, data: data.to_vec() })
+            })
     }
 }
 
@@ -246,7 +248,9 @@ impl CallPort {
                         if let Some(span) = spans.next() {
                             match &result {
                                 CallResult::Ok(_) => span.record("outcome", "ok"),
-                                CallResult::Err(failure) => span.record("outcome", "failed").record("code", failure.code.as_str()),
+                                CallResult::Err(failure) => {
+                                    span.record("outcome", "failed").record("code", failure.code.as_str())
+                                }
                             };
                         }
                         (result, round_trip)
@@ -322,16 +326,18 @@ impl CallPort {
     /// the tool ran either way, and the message says so.
     fn to_call_result(&self, tool: &str, result: Option<pb::ToolResult>) -> CallResult {
         use pb::tool_result::Outcome;
-        let ran_but = |problem: String| {
-            CallResult::Err(Failure::from(&Reason::InvalidResult { tool: tool.to_owned(), problem }))
-        };
+        let ran_but =
+            |problem: String| CallResult::Err(Failure::from(&Reason::InvalidResult { tool: tool.to_owned(), problem }));
         let Some(result) = result else {
             return CallResult::Err(Failure::from(&Reason::RunEnded));
         };
         match result.outcome {
             Some(Outcome::ValueJson(json)) if json.len() as u64 > self.limits.result_bytes => {
-                let reason =
-                    Reason::ResultTooLarge { tool: tool.to_owned(), size: json.len() as u64, limit: self.limits.result_bytes };
+                let reason = Reason::ResultTooLarge {
+                    tool: tool.to_owned(),
+                    size: json.len() as u64,
+                    limit: self.limits.result_bytes,
+                };
                 CallResult::Err(Failure::from(&reason))
             }
             Some(Outcome::ValueJson(json)) => match serde_json::from_str::<serde_json::Value>(&json) {

@@ -242,7 +242,10 @@ mod tests {
     #[test]
     fn every_message_the_sidecar_sends_fits_the_default_grpc_limit() {
         assert_eq!(SidecarConfig::default().check(), Ok(()));
-        let big = SidecarConfig { limits: Limits { script_result_bytes: 4 << 20, ..Limits::default() }, ..SidecarConfig::default() };
+        let big = SidecarConfig {
+            limits: Limits { script_result_bytes: 4 << 20, ..Limits::default() },
+            ..SidecarConfig::default()
+        };
         assert!(big.check().unwrap_err().contains("script_result_bytes"));
     }
 }

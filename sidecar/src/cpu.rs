@@ -81,11 +81,7 @@ impl<F: Future> Future for Metered<F> {
         self.meter.poll_started_ns.store(started, Ordering::Relaxed);
         let result = self.inner.as_mut().poll(cx);
         let wall = wall.elapsed();
-        let spent = if wall < SHORT_POLL {
-            wall.as_nanos() as u64
-        } else {
-            thread_cpu_ns().saturating_sub(started)
-        };
+        let spent = if wall < SHORT_POLL { wall.as_nanos() as u64 } else { thread_cpu_ns().saturating_sub(started) };
         self.meter.poll_started_ns.store(0, Ordering::Relaxed);
         self.meter.finished_ns.fetch_add(spent, Ordering::Relaxed);
         result

@@ -145,11 +145,7 @@ impl RunStream {
         deadline: Option<Instant>,
         runs: &Arc<DrivenRuns>,
     ) -> Self {
-        let run = Arc::new(DrivenRun {
-            future: Mutex::new(Some(Box::pin(run))),
-            deadline,
-            runtime: Handle::current(),
-        });
+        let run = Arc::new(DrivenRun { future: Mutex::new(Some(Box::pin(run))), deadline, runtime: Handle::current() });
         let id = runs.next_id.fetch_add(1, Ordering::Relaxed);
         runs.lock().insert(id, Arc::downgrade(&run));
         RunStream { messages, driven: Some(Registered { run, id, runs: runs.clone() }) }

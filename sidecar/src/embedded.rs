@@ -81,13 +81,7 @@ impl EmbeddedSidecar {
             let (sidecar, stop) = (sidecar.clone(), stop.clone());
             tokio::spawn(async move { sidecar.serve_unix(unix_listener, stop.cancelled_owned()).await })
         };
-        Ok(EmbeddedSidecar {
-            sidecar,
-            address,
-            socket,
-            stop,
-            servers: vec![tcp_server, unix_server],
-        })
+        Ok(EmbeddedSidecar { sidecar, address, socket, stop, servers: vec![tcp_server, unix_server] })
     }
 
     /// The address a client connects to (`SidecarClient::connect` in

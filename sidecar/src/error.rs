@@ -32,7 +32,9 @@ pub(crate) enum LimitExceeded {
         limit_bytes: u64,
     },
     /// The sidecar's guest memory for all runs together is in use.
-    #[error("the sidecar's `{total_bytes}` bytes of guest memory are in use by other runs; retry later or use less memory")]
+    #[error(
+        "the sidecar's `{total_bytes}` bytes of guest memory are in use by other runs; retry later or use less memory"
+    )]
     SidecarMemory {
         /// The sidecar's budget.
         total_bytes: u64,
@@ -44,7 +46,9 @@ pub(crate) enum LimitExceeded {
         limit: Duration,
     },
     /// The script's own result is too large to send back.
-    #[error("the script's result is `{size}` bytes of JSON, over the `{limit}`-byte limit (max_script_result_bytes); return less (a summary, or the ids) and fetch details with tools")]
+    #[error(
+        "the script's result is `{size}` bytes of JSON, over the `{limit}`-byte limit (max_script_result_bytes); return less (a summary, or the ids) and fetch details with tools"
+    )]
     ScriptResult {
         /// The result's size.
         size: u64,
@@ -171,11 +175,9 @@ impl RunEnd {
                 };
                 (pb::RunStatus::Cancelled, String::new(), Some(plain_error(RunErrorKind::Cancelled, message, "")))
             }
-            RunEnd::ProtocolError(what) => (
-                pb::RunStatus::ProtocolError,
-                String::new(),
-                Some(plain_error(RunErrorKind::ProtocolError, what, "")),
-            ),
+            RunEnd::ProtocolError(what) => {
+                (pb::RunStatus::ProtocolError, String::new(), Some(plain_error(RunErrorKind::ProtocolError, what, "")))
+            }
             RunEnd::GuestFault(cause) => (
                 pb::RunStatus::ScriptError,
                 String::new(),

@@ -35,7 +35,9 @@ pub enum HardenError {
         errno: nix::Error,
     },
     /// `--user` was given but the process is not root and is not that user.
-    #[error("cannot switch to uid `{uid}`: the sidecar runs as uid `{current}` and only root can switch users; start it as root or drop `--user`")]
+    #[error(
+        "cannot switch to uid `{uid}`: the sidecar runs as uid `{current}` and only root can switch users; start it as root or drop `--user`"
+    )]
     NotRoot {
         /// The uid asked for.
         uid: u32,
@@ -147,9 +149,7 @@ fn set_max_open_files(wanted: u64) -> Result<(), HardenError> {
         return sys("set RLIMIT_NOFILE", setrlimit(Resource::RLIMIT_NOFILE, wanted, wanted));
     }
     match setrlimit(Resource::RLIMIT_NOFILE, wanted, wanted) {
-        Err(nix::Error::EPERM) => {
-            sys("set RLIMIT_NOFILE", setrlimit(Resource::RLIMIT_NOFILE, hard, hard))
-        }
+        Err(nix::Error::EPERM) => sys("set RLIMIT_NOFILE", setrlimit(Resource::RLIMIT_NOFILE, hard, hard)),
         result => sys("set RLIMIT_NOFILE", result),
     }
 }

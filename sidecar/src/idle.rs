@@ -128,7 +128,11 @@ fn rebuild(shared: &Shared, old: Arc<SandboxEngine>, warm: u32) {
     // the swap; then that run drops it when it ends.
     drop((old, replaced));
     shared.metrics.pool_released();
-    tracing::info!(warm_slots = warm, elapsed_ms = started.elapsed().as_millis() as u64, "idle: gave the instance pool back");
+    tracing::info!(
+        warm_slots = warm,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "idle: gave the instance pool back"
+    );
 }
 
 /// Returns the free memory of every malloc arena to the kernel (glibc

@@ -59,8 +59,8 @@ mod unix_authority;
 mod workers;
 
 pub use auth::{Access, AccessError, BearerToken, MutualTls, PeerPolicy, TcpAccess};
-pub use embedded::{EmbeddedError, EmbeddedSidecar};
 pub use config::{DEFAULT_DRAIN_DEADLINE, Limits, MAX_SENT_MESSAGE_BYTES, SidecarConfig};
+pub use embedded::{EmbeddedError, EmbeddedSidecar};
 pub use engine::{EPOCH_TICK, EngineError, prepare_cache};
 pub use harden::{HardenError, HardenReport, Hardening, RunAs};
 pub use health::{LIVENESS_SERVICE, READINESS_SERVICES};

@@ -178,7 +178,11 @@ mod tests {
         let (report, ()) = tokio::join!(drain, async move {
             let _ = release.send(());
         });
-        assert_eq!((report.runs_at_start, report.cancelled), (1, 0), "the run ended on its own, long before the deadline");
+        assert_eq!(
+            (report.runs_at_start, report.cancelled),
+            (1, 0),
+            "the run ended on its own, long before the deadline"
+        );
         assert_eq!(lifecycle.phase(), Phase::Stopped);
     }
 

@@ -5,11 +5,11 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
 use tether_sidecar::{
-    Access, BearerToken, DEFAULT_DRAIN_DEADLINE, Hardening, Limits, MutualTls, PeerPolicy, RunAs, ShutdownSignals, Sidecar, SidecarConfig,
-    TcpAccess,
+    Access, BearerToken, DEFAULT_DRAIN_DEADLINE, Hardening, Limits, MutualTls, PeerPolicy, RunAs, ShutdownSignals,
+    Sidecar, SidecarConfig, TcpAccess,
 };
-use tokio::task::JoinSet;
 use tether_telemetry::TelemetryArgs;
+use tokio::task::JoinSet;
 
 /// The one set of defaults: every flag's default comes from here.
 fn defaults() -> SidecarConfig {
@@ -170,7 +170,8 @@ struct Bound {
 }
 
 fn bind_tcp(address: &str, flag: &str) -> anyhow::Result<std::net::TcpListener> {
-    let listener = std::net::TcpListener::bind(address).with_context(|| format!("cannot listen on `{address}` ({flag})"))?;
+    let listener =
+        std::net::TcpListener::bind(address).with_context(|| format!("cannot listen on `{address}` ({flag})"))?;
     listener.set_nonblocking(true).context("cannot make the listener non-blocking")?;
     Ok(listener)
 }
@@ -188,7 +189,8 @@ fn access(args: &Args) -> anyhow::Result<Access> {
     };
     // The sidecar's own uid is the one it runs as after `--user`.
     let own_uid = args.user.map_or_else(|| nix::unistd::Uid::current().as_raw(), |user| user.uid);
-    let uids = if args.allow_uids.is_empty() && args.allow_gids.is_empty() { vec![own_uid] } else { args.allow_uids.clone() };
+    let uids =
+        if args.allow_uids.is_empty() && args.allow_gids.is_empty() { vec![own_uid] } else { args.allow_uids.clone() };
     Ok(Access {
         unix: PeerPolicy { uids, gids: args.allow_gids.clone() },
         tcp: TcpAccess { token, tls, insecure_loopback: args.insecure_loopback },
@@ -232,11 +234,13 @@ fn main() -> anyhow::Result<()> {
         (Bound::default(), None)
     } else {
         let bound = bind(&args, &config)?;
-        let hardening = Hardening { max_open_files: Some(args.max_open_files), unshare_net: args.unshare_net, run_as: args.user };
+        let hardening =
+            Hardening { max_open_files: Some(args.max_open_files), unshare_net: args.unshare_net, run_as: args.user };
         let report = hardening.apply().context("cannot harden the process; refusing to start")?;
         (bound, Some(report))
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     runtime.block_on(serve(args, config, bound, hardened))
 }
 
@@ -251,7 +255,8 @@ fn bind(args: &Args, config: &SidecarConfig) -> anyhow::Result<Bound> {
     }
     if let Some(path) = &args.socket {
         let _ = std::fs::remove_file(path);
-        let listener = std::os::unix::net::UnixListener::bind(path).with_context(|| format!("cannot listen on `{}`", path.display()))?;
+        let listener = std::os::unix::net::UnixListener::bind(path)
+            .with_context(|| format!("cannot listen on `{}`", path.display()))?;
         listener.set_nonblocking(true).context("cannot make the listener non-blocking")?;
         bound.unix = Some((path.clone(), listener));
     }
@@ -264,7 +269,12 @@ fn bind(args: &Args, config: &SidecarConfig) -> anyhow::Result<Bound> {
     Ok(bound)
 }
 
-async fn serve(args: Args, config: SidecarConfig, bound: Bound, hardened: Option<tether_sidecar::HardenReport>) -> anyhow::Result<()> {
+async fn serve(
+    args: Args,
+    config: SidecarConfig,
+    bound: Bound,
+    hardened: Option<tether_sidecar::HardenReport>,
+) -> anyhow::Result<()> {
     // Logs go to stderr; stdout carries only the `listening on …` lines.
     let telemetry = args.telemetry.config("tether-sidecar", "info").init()?;
     if args.prepare_cache {
@@ -332,7 +342,8 @@ async fn serve(args: Args, config: SidecarConfig, bound: Bound, hardened: Option
             Ok(())
         });
     }
-    let served = run_until_drained(&sidecar, servers, &mut signals, Duration::from_secs(args.drain_deadline_seconds)).await;
+    let served =
+        run_until_drained(&sidecar, servers, &mut signals, Duration::from_secs(args.drain_deadline_seconds)).await;
     // Every run has ended: its spans are sent before the process exits.
     telemetry.shutdown().await;
     served
@@ -384,7 +395,10 @@ async fn run_until_drained(
     match closed.await {
         Ok(result) => result,
         Err(_) => {
-            tracing::warn!(grace_s = SERVER_CLOSE_GRACE.as_secs(), "clients still hold connections open; exiting anyway");
+            tracing::warn!(
+                grace_s = SERVER_CLOSE_GRACE.as_secs(),
+                "clients still hold connections open; exiting anyway"
+            );
             Ok(())
         }
     }

@@ -98,7 +98,11 @@ impl Metrics {
     pub(crate) fn new() -> Self {
         let mut registry = Registry::with_prefix(PREFIX);
         let runs = Family::<StatusLabel, Counter>::default();
-        registry.register("runs", "Runs ended, by final status (`backend_gone`: the backend left before `Finished`)", runs.clone());
+        registry.register(
+            "runs",
+            "Runs ended, by final status (`backend_gone`: the backend left before `Finished`)",
+            runs.clone(),
+        );
         let runs_refused = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "runs_refused",
@@ -119,7 +123,11 @@ impl Metrics {
         );
         // 1 ms .. ~1.1 h: a trivial run takes milliseconds, a turn's deadline is minutes.
         let run_duration = Histogram::new(exponential_buckets(0.001, 2.0, 23));
-        registry.register("run_duration_seconds", "Wall time of a run, from admission to its end", run_duration.clone());
+        registry.register(
+            "run_duration_seconds",
+            "Wall time of a run, from admission to its end",
+            run_duration.clone(),
+        );
         // 100 µs .. ~14 min: a call the backend answers at once, up to a long approval wait.
         let call_round_trip = Histogram::new(exponential_buckets(0.0001, 2.0, 24));
         registry.register(
@@ -141,9 +149,11 @@ impl Metrics {
         let slots_total = gauge(&mut registry, "slots", "Execution slots (runs that may execute guest code at once)");
         let slots_in_use = gauge(&mut registry, "slots_in_use", "Execution slots held by runs now");
         let runs_live = gauge(&mut registry, "runs_live", "Runs admitted and not yet ended");
-        let runs_waiting_on_tools = gauge(&mut registry, "runs_waiting_on_tools", "Runs waiting on tool results (holding no slot)");
+        let runs_waiting_on_tools =
+            gauge(&mut registry, "runs_waiting_on_tools", "Runs waiting on tool results (holding no slot)");
         let runs_queued = gauge(&mut registry, "runs_queued", "Runs queued for their first execution slot");
-        let guest_memory_bytes = gauge(&mut registry, "guest_memory_bytes", "Guest linear memory held by live runs, in bytes");
+        let guest_memory_bytes =
+            gauge(&mut registry, "guest_memory_bytes", "Guest linear memory held by live runs, in bytes");
         let ready = gauge(&mut registry, "ready", "1 while the sidecar admits runs (readiness SERVING), else 0");
         let draining = gauge(&mut registry, "draining", "1 once the sidecar is draining for shutdown, else 0");
         Metrics {
@@ -257,10 +267,16 @@ mod tests {
         metrics.call_ended(&failure("policy_denied"), Some(Duration::from_millis(1)));
         metrics.call_ended(&failure("my_tool_said_no"), Some(Duration::from_millis(1)));
         let text = metrics.encode(Gauges { slots_total: 4, draining: true, ..Gauges::default() });
-        assert_eq!(line(&text, "tether_sidecar_calls_total{outcome=\"ok\"}"), Some("tether_sidecar_calls_total{outcome=\"ok\"} 1"));
+        assert_eq!(
+            line(&text, "tether_sidecar_calls_total{outcome=\"ok\"}"),
+            Some("tether_sidecar_calls_total{outcome=\"ok\"} 1")
+        );
         assert!(line(&text, "tether_sidecar_calls_total{outcome=\"tool_error\"} 1").is_some(), "{text}");
         assert!(line(&text, "tether_sidecar_calls_total{outcome=\"my_tool_said_no\"}").is_none(), "{text}");
-        assert!(line(&text, "tether_sidecar_cap_refusals_total{code=\"script_call_cap_reached\"} 1").is_some(), "{text}");
+        assert!(
+            line(&text, "tether_sidecar_cap_refusals_total{code=\"script_call_cap_reached\"} 1").is_some(),
+            "{text}"
+        );
         assert!(line(&text, "tether_sidecar_cap_refusals_total{code=\"policy_denied\"}").is_none(), "{text}");
         assert!(line(&text, "tether_sidecar_call_round_trip_seconds_count 3").is_some(), "{text}");
         assert!(line(&text, "tether_sidecar_slots 4").is_some(), "{text}");

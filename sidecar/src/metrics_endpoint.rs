@@ -52,7 +52,9 @@ pub(crate) async fn serve(
                 let page = page.clone();
                 async move { Ok::<_, Infallible>(respond(&request, || page())) }
             });
-            if let Err(error) = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
+            if let Err(error) =
+                hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await
+            {
                 tracing::debug!(%error, "a metrics connection ended with an error");
             }
         });

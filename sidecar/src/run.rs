@@ -44,7 +44,11 @@ impl RunPlan {
     /// [`RejectRun::Protocol`] for a malformed `Start` (missing run id,
     /// unreadable input, or a tool schema the guest would read that is not
     /// JSON).
-    pub(crate) fn new(start: pb::Start, sidecar_limits: &Limits, tool_fields: ToolFields) -> Result<RunPlan, RejectRun> {
+    pub(crate) fn new(
+        start: pb::Start,
+        sidecar_limits: &Limits,
+        tool_fields: ToolFields,
+    ) -> Result<RunPlan, RejectRun> {
         if start.run_id.is_empty() {
             return Err(RejectRun::Protocol("`Start.run_id` is required".into()));
         }
@@ -54,7 +58,11 @@ impl RunPlan {
         let doc_bytes = 256
             + start.source.len()
             + start.input_json.len()
-            + start.tools.iter().map(|t| 64 + t.name.len() + t.description.len() + t.input_schema_json.len()).sum::<usize>();
+            + start
+                .tools
+                .iter()
+                .map(|t| 64 + t.name.len() + t.description.len() + t.input_schema_json.len())
+                .sum::<usize>();
         let input = if start.input_json.trim().is_empty() {
             serde_json::Value::Null
         } else {
@@ -68,7 +76,11 @@ impl RunPlan {
         let mut tools = Vec::with_capacity(start.tools.len());
         for tool in start.tools {
             if tool_fields == ToolFields::NamesOnly {
-                tools.push(ToolSpec { name: tool.name, description: String::new(), input_schema: ToolSchema::default() });
+                tools.push(ToolSpec {
+                    name: tool.name,
+                    description: String::new(),
+                    input_schema: ToolSchema::default(),
+                });
                 continue;
             }
             // Checked and passed on as text: the guest reads it only if it wants it.
@@ -92,7 +104,8 @@ impl RunPlan {
             tools,
         };
         let mut start_doc = Vec::with_capacity(doc_bytes);
-        serde_json::to_writer(&mut start_doc, &doc).map_err(|e| RejectRun::Protocol(format!("unusable `Start`: {e}")))?;
+        serde_json::to_writer(&mut start_doc, &doc)
+            .map_err(|e| RejectRun::Protocol(format!("unusable `Start`: {e}")))?;
         Ok(RunPlan {
             run_id: start.run_id,
             turn_id: start.turn_id,
@@ -139,10 +152,7 @@ pub(crate) async fn execute(
         let end = RunEnd::Limit(LimitExceeded::ScriptSize { size: plan.source_bytes, limit: plan.limits.script_bytes });
         return (end, None);
     }
-    let wasi = WasiCtxBuilder::new()
-        .stdout(output.pipe(Stream::Stdout))
-        .stderr(output.pipe(Stream::Stderr))
-        .build_p1();
+    let wasi = WasiCtxBuilder::new().stdout(output.pipe(Stream::Stdout)).stderr(output.pipe(Stream::Stderr)).build_p1();
     let state = RunState {
         wasi,
         limiter: MemoryLimiter::new(plan.limits.memory_bytes, meters.memory),
@@ -237,7 +247,11 @@ mod tests {
             run_id: "r".into(),
             language: "python".into(),
             source: "1".into(),
-            tools: vec![pb::ToolSpec { name: "t".into(), description: String::new(), input_schema_json: schema.into() }],
+            tools: vec![pb::ToolSpec {
+                name: "t".into(),
+                description: String::new(),
+                input_schema_json: schema.into(),
+            }],
             ..Default::default()
         }
     }
@@ -255,7 +269,8 @@ mod tests {
         assert_eq!(guest_tool(&plan)["input_schema"], serde_json::json!({"type": "object", "required": ["x"]}));
         let plan = RunPlan::new(start_with_schema("  "), &limits, ToolFields::All).unwrap();
         assert_eq!(guest_tool(&plan)["input_schema"], serde_json::json!({"type": "object"}), "no schema: any object");
-        let Err(RejectRun::Protocol(message)) = RunPlan::new(start_with_schema(r#"{"type": "#), &limits, ToolFields::All)
+        let Err(RejectRun::Protocol(message)) =
+            RunPlan::new(start_with_schema(r#"{"type": "#), &limits, ToolFields::All)
         else {
             panic!("a schema that is not JSON must be refused");
         };

@@ -42,7 +42,9 @@ pub enum SidecarError {
     Loader(std::io::Error),
     /// The thread that gives memory back when the sidecar is idle could not
     /// start.
-    #[error("failed to start the thread that gives memory back when the sidecar is idle: {0}; pass `--idle-release-seconds 0` (`SidecarConfig::idle_release` zero) to go without it")]
+    #[error(
+        "failed to start the thread that gives memory back when the sidecar is idle: {0}; pass `--idle-release-seconds 0` (`SidecarConfig::idle_release` zero) to go without it"
+    )]
     IdleRelease(std::io::Error),
     /// The thread that ends stalled runs could not start.
     #[error("failed to start the thread that ends runs whose stream the backend no longer reads: {0}")]
@@ -229,7 +231,9 @@ impl Sidecar {
     /// invalid, or the server fails.
     pub async fn serve_tcp(&self, listener: TcpListener, signal: impl Future<Output = ()>) -> Result<(), SidecarError> {
         let access = &self.shared.config.access.tcp;
-        access.check(listener.local_addr().map_err(|e| SidecarError::Config(format!("the TCP listener has no address: {e}")))?)?;
+        access.check(
+            listener.local_addr().map_err(|e| SidecarError::Config(format!("the TCP listener has no address: {e}")))?,
+        )?;
         let gate = Gate::tcp(access, self.shared.metrics.clone());
         let tls = access.tls.as_ref().map(|tls| tls.server_config());
         // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs add ~40 ms
@@ -248,7 +252,11 @@ impl Sidecar {
     ///
     /// # Errors
     /// If the server fails.
-    pub async fn serve_unix(&self, listener: UnixListener, signal: impl Future<Output = ()>) -> Result<(), SidecarError> {
+    pub async fn serve_unix(
+        &self,
+        listener: UnixListener,
+        signal: impl Future<Output = ()>,
+    ) -> Result<(), SidecarError> {
         let incoming = UnixListenerStream::new(listener).map(|accepted| accepted?.into_std());
         let bind = |stream| tokio::net::UnixStream::from_std(stream).map(AuthorityRewrite::new);
         let gate = Gate::unix(&self.shared.config.access.unix, self.shared.metrics.clone());
@@ -262,7 +270,11 @@ impl Sidecar {
     ///
     /// # Errors
     /// If the server fails.
-    pub async fn serve_health_tcp(&self, listener: TcpListener, signal: impl Future<Output = ()>) -> Result<(), SidecarError> {
+    pub async fn serve_health_tcp(
+        &self,
+        listener: TcpListener,
+        signal: impl Future<Output = ()>,
+    ) -> Result<(), SidecarError> {
         let lifecycle = &self.shared.lifecycle;
         tonic::transport::Server::builder()
             .add_service(HealthService::server(lifecycle.subscribe()))

@@ -252,7 +252,12 @@ impl RunTask {
         // backend gets its answer before the instance is torn down (the pool
         // resets its memory then). Without room, teardown comes first, so a
         // backend that reads slowly never holds a pool slot.
-        let spent = if outbound.has_room(2) { spent } else { drop(spent); None };
+        let spent = if outbound.has_room(2) {
+            spent
+        } else {
+            drop(spent);
+            None
+        };
         // A failed send means the backend is gone; there is no one left to tell.
         if link.flush_output().await.is_ok() {
             let _ = outbound.send(pb::sidecar_message::Kind::Finished(finished)).await;
@@ -322,8 +327,12 @@ where
                     ));
                 }
             }
-            Some(backend_message::Kind::Cancel(cancel)) => return InboundEnd::Cancelled(CancelledBy::Backend(cancel.reason)),
-            Some(backend_message::Kind::Start(_)) => return InboundEnd::Broke("`Start` may be sent only once per run".into()),
+            Some(backend_message::Kind::Cancel(cancel)) => {
+                return InboundEnd::Cancelled(CancelledBy::Backend(cancel.reason));
+            }
+            Some(backend_message::Kind::Start(_)) => {
+                return InboundEnd::Broke("`Start` may be sent only once per run".into());
+            }
             None => return InboundEnd::Broke("a backend message with no content".into()),
         }
     }

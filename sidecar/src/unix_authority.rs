@@ -526,7 +526,6 @@ fn write_frame(kind: u8, flags: u8, stream: u32, payload: &[u8], output: &mut By
     output.extend_from_slice(payload);
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -118,7 +118,9 @@ impl TelemetryConfig {
     pub fn build(self) -> Result<(impl tracing::Subscriber + Send + Sync + 'static, Telemetry), TelemetryError> {
         let filter = log_filter(&self.default_log_filter)?;
         let logs: Box<dyn Layer<Registry> + Send + Sync> = match self.log_format {
-            LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter).boxed(),
+            LogFormat::Text => {
+                tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter).boxed()
+            }
             LogFormat::Json => tracing_subscriber::fmt::layer()
                 .json()
                 .with_current_span(true)

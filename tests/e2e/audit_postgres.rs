@@ -35,7 +35,10 @@ impl Schema {
             .await
             .unwrap_or_else(|e| panic!("cannot reach the test server at `{base}`: {e}"));
         tokio::spawn(connection);
-        client.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}; SET search_path TO {name}"))
+        client
+            .batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}; SET search_path TO {name}"
+            ))
             .await
             .unwrap();
         let separator = if base.contains('?') { '&' } else { '?' };
@@ -44,7 +47,8 @@ impl Schema {
 
     /// `(call id, state)` of every ledger row of `turn`, as committed.
     async fn ledger(&self, turn: &str) -> BTreeMap<String, String> {
-        let rows = self.client.query("SELECT call_id, state FROM tether_ledger WHERE turn_id = $1", &[&turn]).await.unwrap();
+        let rows =
+            self.client.query("SELECT call_id, state FROM tether_ledger WHERE turn_id = $1", &[&turn]).await.unwrap();
         rows.iter().map(|r| (r.get(0), r.get(1))).collect()
     }
 }
@@ -164,7 +168,8 @@ async fn two_backend_processes_writing_one_turn_lose_and_duplicate_nothing() {
     assert_eq!(ledger.len(), 2 * own + shared);
     assert!(ledger.values().all(|state| state == "settled"), "{ledger:?}");
     assert_eq!(ledger.keys().cloned().collect::<Vec<_>>(), runs.keys().cloned().collect::<Vec<_>>());
-    let audit = schema.client.query("SELECT call_id, status FROM tether_audit WHERE turn_id = 'one-turn'", &[]).await.unwrap();
+    let audit =
+        schema.client.query("SELECT call_id, status FROM tether_audit WHERE turn_id = 'one-turn'", &[]).await.unwrap();
     assert_eq!(audit.len(), 2 * (own + shared), "one audit row per call per process");
     let ok = audit.iter().filter(|r| r.get::<_, &str>(1) == "ok").count();
     assert_eq!(ok, 2 * own + shared);
@@ -254,7 +259,10 @@ call('send_email', {'to': 'dana@example.com', 'subject': 'renewal', 'body': 'hi'
     let replica = PostgresAuditStore::new(&schema.url).unwrap();
     let audit = replica.audit_log("turn-1").await.unwrap();
     assert_eq!(audit, written);
-    let rows: Vec<_> = audit.iter().map(|r| (r.call.call_id.as_str(), r.call.origin.as_str(), r.call.depth, r.code.as_deref())).collect();
+    let rows: Vec<_> = audit
+        .iter()
+        .map(|r| (r.call.call_id.as_str(), r.call.origin.as_str(), r.call.depth, r.code.as_deref()))
+        .collect();
     assert_eq!(
         rows,
         [

@@ -25,7 +25,8 @@ async fn a_thousand_runs_cancelled_at_random_points_leave_nothing_behind() {
 
     // Scripts that compute, wait on a call, or both; cancelled while queued,
     // computing or waiting, depending on the random delay.
-    let scripts = ["while True:\n    pass\n", "hold()\n", "ping()\nx = 0\nwhile True:\n    x += 1\n", "echo(a=1)\nhold()\n"];
+    let scripts =
+        ["while True:\n    pass\n", "hold()\n", "ping()\nx = 0\nwhile True:\n    x += 1\n", "echo(a=1)\nhold()\n"];
     let mut tasks = tokio::task::JoinSet::new();
     let mut rng = rand::rng();
     for i in 0..1000 {

@@ -68,7 +68,9 @@ async fn past_the_waiting_runs_cap_a_call_is_refused_with_call_it_directly() {
         tokio::spawn(async move { client.run(demo_request("hold()\n'a done'"), holder.as_ref()).await })
     };
     tokio::time::timeout(Duration::from_secs(60), holder.entered.notified()).await.unwrap();
-    let (b, b_calls) = run_demo(&client, "r = get_contract(customer_id='c1')\n[r['ok'], r['error']['code'], r['error']['message']]").await;
+    let (b, b_calls) =
+        run_demo(&client, "r = get_contract(customer_id='c1')\n[r['ok'], r['error']['code'], r['error']['message']]")
+            .await;
     let b = b.result.unwrap();
     assert_eq!(b[0], json!(false));
     assert_eq!(b[1], json!("sidecar_busy"));
@@ -191,7 +193,8 @@ async fn an_output_flood_is_truncated_and_marked() {
 async fn oversized_arguments_are_refused_without_reaching_the_backend() {
     let limits = Limits { args_bytes: 1000, ..Limits::default() };
     let (_sidecar, client) = sidecar_with(config_with(limits)).await;
-    let (outcome, recorder) = run_demo(&client, "r = call('echo', data='x' * 5000)\n[r['error']['code'], r['error']['message']]").await;
+    let (outcome, recorder) =
+        run_demo(&client, "r = call('echo', data='x' * 5000)\n[r['error']['code'], r['error']['message']]").await;
     let result = outcome.result.unwrap();
     assert_eq!(result[0], json!("arguments_too_large"));
     assert!(result[1].as_str().unwrap().contains("max_args_bytes"));
@@ -205,7 +208,9 @@ async fn an_oversized_result_is_refused() {
     let limits = Limits { result_bytes: 1000, ..Limits::default() };
     let (_sidecar, client) = sidecar_with(config_with(limits)).await;
     // `echo` returns its arguments: 800 bytes of args fit the args limit but not the result limit with room.
-    let (outcome, _) = run_demo(&client, "r = call('echo', data='x' * 990)\n[r['ok'], r['error']['code'] if not r['ok'] else None]").await;
+    let (outcome, _) =
+        run_demo(&client, "r = call('echo', data='x' * 990)\n[r['ok'], r['error']['code'] if not r['ok'] else None]")
+            .await;
     assert_eq!(outcome.result, Some(json!([false, "result_too_large"])), "{outcome:?}");
     assert_still_works(&client).await;
 }
@@ -241,7 +246,9 @@ async fn cancel_ends_a_computing_run() {
     let cancel = tokio_util::sync::CancellationToken::new();
     let run = {
         let (client, recorder, cancel) = (client.clone(), recorder.clone(), cancel.clone());
-        tokio::spawn(async move { client.run_until(demo_request("ping()\nwhile True:\n    pass\n"), recorder.as_ref(), cancel).await })
+        tokio::spawn(async move {
+            client.run_until(demo_request("ping()\nwhile True:\n    pass\n"), recorder.as_ref(), cancel).await
+        })
     };
     tokio::time::timeout(Duration::from_secs(60), recorder.entered.notified()).await.unwrap();
     cancel.cancel();
@@ -319,7 +326,11 @@ async fn past_the_admission_queue_a_run_is_refused_with_resource_exhausted() {
 async fn runs_share_the_sidecar_memory_budget() {
     let config = SidecarConfig { total_memory_bytes: 96 << 20, ..test_config() };
     let (sidecar, client) = sidecar_with(config).await;
-    let rust = |script: &str| RunRequest { language: RUST_GUEST.into(), tools: test_tools(), ..RunRequest::python("r", script) };
+    let rust = |script: &str| RunRequest {
+        language: RUST_GUEST.into(),
+        tools: test_tools(),
+        ..RunRequest::python("r", script)
+    };
     // A takes 64 MiB and keeps it while it waits on a tool.
     let holder = Recorder::new();
     let a = {

@@ -27,7 +27,10 @@ fn prepare_cache_into_a_directory_it_cannot_write_says_which_and_what_to_do() {
     let dir = file.path().join("cache");
     let config = SidecarConfig { cache_dir: Some(dir.clone()), ..SidecarConfig::default() };
     let error = prepare_cache(&config).unwrap_err();
-    assert!(matches!(&error, EngineError::Cache { runtime, dir: d, .. } if runtime == "python" && *d == dir), "{error:?}");
+    assert!(
+        matches!(&error, EngineError::Cache { runtime, dir: d, .. } if runtime == "python" && *d == dir),
+        "{error:?}"
+    );
     let message = error.to_string();
     assert!(message.contains(&dir.display().to_string()) && message.contains("--cache-dir"), "{message}");
 }

@@ -5,8 +5,8 @@
 
 use crate::support::*;
 use std::time::Duration;
-use tether_sidecar::SidecarConfig;
 use tether_backend::pb::{self, backend_message, sidecar_client::SidecarClient as RawClient, sidecar_message};
+use tether_sidecar::SidecarConfig;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
@@ -133,7 +133,9 @@ async fn a_duplicate_result_ends_the_run_with_a_protocol_error() {
     let (tx, rx) = mpsc::channel(4);
     tx.send(start("call('a')\ncall('b')\n")).await.unwrap();
     let mut inbound = raw_client(sidecar.url()).await.run(ReceiverStream::new(rx)).await.unwrap().into_inner();
-    let Some(pb::SidecarMessage { kind: Some(sidecar_message::Kind::ToolCall(first)) }) = inbound.message().await.unwrap() else {
+    let Some(pb::SidecarMessage { kind: Some(sidecar_message::Kind::ToolCall(first)) }) =
+        inbound.message().await.unwrap()
+    else {
         panic!("expected a tool call");
     };
     tx.send(tool_result(&first.id)).await.unwrap();
@@ -149,7 +151,10 @@ async fn a_half_close_mid_call_cancels_the_run_with_finished() {
     let (tx, rx) = mpsc::channel(4);
     tx.send(start("call('anything')\n")).await.unwrap();
     let mut inbound = raw_client(sidecar.url()).await.run(ReceiverStream::new(rx)).await.unwrap().into_inner();
-    assert!(matches!(inbound.message().await, Ok(Some(pb::SidecarMessage { kind: Some(sidecar_message::Kind::ToolCall(_)) }))));
+    assert!(matches!(
+        inbound.message().await,
+        Ok(Some(pb::SidecarMessage { kind: Some(sidecar_message::Kind::ToolCall(_)) }))
+    ));
     drop(tx);
     let (finished, _) = finished(&mut inbound).await;
     assert_eq!(finished.status(), pb::RunStatus::Cancelled, "{finished:?}");
@@ -171,7 +176,9 @@ async fn a_run_whose_stream_nobody_reads_still_ends_at_its_deadline() {
         .await
         .unwrap();
     // Output streamed while the script computes, far more than the window.
-    let mut message = start("for i in range(16):\n    print('x' * 40000)\n    for j in range(200000):\n        pass\nwhile True:\n    pass\n");
+    let mut message = start(
+        "for i in range(16):\n    print('x' * 40000)\n    for j in range(200000):\n        pass\nwhile True:\n    pass\n",
+    );
     if let Some(backend_message::Kind::Start(start)) = &mut message.kind {
         start.limits = Some(pb::Limits { deadline_ms: 1000, ..Default::default() });
     }
@@ -277,7 +284,10 @@ async fn a_run_going_when_the_sidecar_shuts_down_ends_with_finished_cancelled() 
     let (tx, rx) = mpsc::channel(4);
     tx.send(start("call('anything')\n")).await.unwrap();
     let mut inbound = raw_client(sidecar.url()).await.run(ReceiverStream::new(rx)).await.unwrap().into_inner();
-    assert!(matches!(inbound.message().await, Ok(Some(pb::SidecarMessage { kind: Some(sidecar_message::Kind::ToolCall(_)) }))));
+    assert!(matches!(
+        inbound.message().await,
+        Ok(Some(pb::SidecarMessage { kind: Some(sidecar_message::Kind::ToolCall(_)) }))
+    ));
     let stopping = tokio::spawn(async move { sidecar.sidecar.shutdown().await });
     let (finished, _) = finished(&mut inbound).await;
     assert_eq!(finished.status(), pb::RunStatus::Cancelled);

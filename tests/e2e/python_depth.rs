@@ -60,20 +60,17 @@ async fn monty_recursive_work_up_to_the_limit_fits_the_stacks() {
         ("x = frozenset()\nfor _ in range(5000):\n    x = frozenset([x])", "hash(x)"),
         // Twelve nested callbacks (monty's cap on re-entering its VM), the
         // innermost comparing nested dicts, the deepest-costing work found.
-        (
-            NESTED_DICT,
-            "def key(n):\n        return sorted([n - 1], key=key)[0] if n > 0 else (x == y)\n    key(11)",
-        ),
+        (NESTED_DICT, "def key(n):\n        return sorted([n - 1], key=key)[0] if n > 0 else (x == y)\n    key(11)"),
         // A deep Python call stack, then nested data at its bottom.
-        (
-            NESTED_DICT,
-            "def down(n):\n        return down(n - 1) if n > 0 else (x == y)\n    down(500)",
-        ),
+        (NESTED_DICT, "def down(n):\n        return down(n - 1) if n > 0 else (x == y)\n    down(500)"),
         (
             "@dataclass\nclass Node:\n    child: object\nx = Node(None)\ny = Node(None)\nfor _ in range(5000):\n    x = Node(x)\n    y = Node(y)",
             "x == y",
         ),
-        ("@dataclass\nclass Node:\n    child: object\nx = Node(None)\nfor _ in range(5000):\n    x = Node(x)", "repr(x)"),
+        (
+            "@dataclass\nclass Node:\n    child: object\nx = Node(None)\nfor _ in range(5000):\n    x = Node(x)",
+            "repr(x)",
+        ),
         (NESTED_LIST, "sorted([x, y])"),
         (NESTED_LIST, "[y].index(x)"),
         (NESTED_TUPLE, "{x: 1}[x]"),

@@ -37,6 +37,9 @@ async fn what_json_dumps_refuses_fails_with_its_exception() {
     // The same rule for arguments, raised in the script where it can be caught.
     let source = "try:\n    echo(s={1})\nexcept TypeError as e:\n    r = str(e)\nr";
     let (outcome, recorder) = run_demo(&client, source).await;
-    assert_eq!(outcome.result, Some(json!("argument is not JSON-serializable: Object of type set is not JSON serializable")));
+    assert_eq!(
+        outcome.result,
+        Some(json!("argument is not JSON-serializable: Object of type set is not JSON serializable"))
+    );
     assert!(recorder.calls.lock().unwrap().is_empty());
 }

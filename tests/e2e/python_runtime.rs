@@ -44,7 +44,8 @@ async fn a_sleep_past_the_budget_is_reported_as_a_limit() {
 #[tokio::test]
 async fn print_to_stderr_reaches_the_runs_stderr() {
     let (_sidecar, client) = sidecar().await;
-    let source = "import sys\nprint('to out')\nprint('to err', 2, file=sys.stderr)\nprint('out again', file=sys.stdout)\n'done'";
+    let source =
+        "import sys\nprint('to out')\nprint('to err', 2, file=sys.stderr)\nprint('out again', file=sys.stdout)\n'done'";
     let (outcome, _) = run_demo(&client, source).await;
     assert_eq!(outcome.status, pb::RunStatus::Ok, "{outcome:?}");
     assert_eq!((outcome.stdout.as_str(), outcome.stderr.as_str()), ("to out\nout again\n", "to err 2\n"));
@@ -64,7 +65,8 @@ async fn sys_stream_write_reaches_the_runs_streams_in_order() {
 #[tokio::test]
 async fn sys_stream_write_takes_only_a_str_as_in_python() {
     let (_sidecar, client) = sidecar().await;
-    let source = "import sys\ntry:\n    sys.stderr.write(42)\nexcept TypeError as e:\n    print(e)\nsys.stdout.write(b'x')\n";
+    let source =
+        "import sys\ntry:\n    sys.stderr.write(42)\nexcept TypeError as e:\n    print(e)\nsys.stdout.write(b'x')\n";
     let (outcome, _) = run_demo(&client, source).await;
     assert_eq!(outcome.stdout, "write() argument must be str, not int\n");
     let error = outcome.error.expect("a failed run carries an error");

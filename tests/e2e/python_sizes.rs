@@ -20,7 +20,8 @@ async fn result_of(source: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn a_range_past_32_bits_has_its_true_length() {
-    let result = result_of("[len(range(0, 2**40, 2**7)), len(range(-(2**62), 2**62 - 1)), len(range(2**33, 0, -3))]").await;
+    let result =
+        result_of("[len(range(0, 2**40, 2**7)), len(range(-(2**62), 2**62 - 1)), len(range(2**33, 0, -3))]").await;
     assert_eq!(result, json!([8_589_934_592_i64, 9_223_372_036_854_775_807_i64, 2_863_311_531_i64]));
 }
 
@@ -33,10 +34,17 @@ async fn ranges_past_32_bits_compare_and_hash_by_their_values() {
 
 #[tokio::test]
 async fn slices_of_a_range_past_32_bits_are_exact() {
-    let source = "r = range(0, 2**33)\n[list(r[2**32:][:2]), r[2**32 + 5], r[-1], len(r[::2**31]), list(r[2**33 - 2:])]";
+    let source =
+        "r = range(0, 2**33)\n[list(r[2**32:][:2]), r[2**32 + 5], r[-1], len(r[::2**31]), list(r[2**33 - 2:])]";
     assert_eq!(
         result_of(source).await,
-        json!([[4_294_967_296_i64, 4_294_967_297_i64], 4_294_967_301_i64, 8_589_934_591_i64, 4, [8_589_934_590_i64, 8_589_934_591_i64]])
+        json!([
+            [4_294_967_296_i64, 4_294_967_297_i64],
+            4_294_967_301_i64,
+            8_589_934_591_i64,
+            4,
+            [8_589_934_590_i64, 8_589_934_591_i64]
+        ])
     );
 }
 

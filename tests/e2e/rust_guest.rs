@@ -23,7 +23,10 @@ async fn the_rust_guest_calls_tools_singly_and_in_a_batch() {
     let results = outcome.result.unwrap();
     assert_eq!(results[0]["value"]["customer"], json!("Acme Corp"));
     assert_eq!(results[1]["value"]["customer"], json!("Globex"));
-    assert_eq!(results[2], json!({"ok": false, "error": {"code": "not_found", "message": "no contract on file for customer `c8`"}}));
+    assert_eq!(
+        results[2],
+        json!({"ok": false, "error": {"code": "not_found", "message": "no contract on file for customer `c8`"}})
+    );
     assert_eq!(outcome.stdout, "hello from rust\n");
 
     let calls = recorder.calls.lock().unwrap().clone();

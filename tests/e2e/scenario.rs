@@ -4,8 +4,8 @@ use crate::support::*;
 use serde_json::json;
 use std::collections::BTreeSet;
 use tether_backend::{SidecarClient, pb};
-use tether_sidecar::SidecarConfig;
 use tether_cli::demo::{self, DemoWorld};
+use tether_sidecar::SidecarConfig;
 
 #[tokio::test]
 async fn the_contracts_script_emails_exactly_the_owners_of_ended_contracts() {

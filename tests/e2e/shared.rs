@@ -30,7 +30,8 @@ pub fn shared_url() -> &'static str {
         std::thread::Builder::new()
             .name("shared-sidecar".into())
             .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+                let runtime =
+                    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
                 runtime.block_on(async move {
                     let embedded = EmbeddedSidecar::start(shared_config()).await.expect("the shared sidecar starts");
                     ready.send(embedded.url()).unwrap();

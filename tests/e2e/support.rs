@@ -2,7 +2,9 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tether_backend::{CallHandler, RefusedCall, RunOutcome, RunRequest, ScriptCall, SidecarClient, ToolDef, ToolOutcome, pb};
+use tether_backend::{
+    CallHandler, RefusedCall, RunOutcome, RunRequest, ScriptCall, SidecarClient, ToolDef, ToolOutcome, pb,
+};
 use tether_cli::demo::DemoWorld;
 use tether_cli::embedded::EmbeddedSidecar;
 use tether_sidecar::SidecarConfig;
@@ -39,16 +41,18 @@ pub async fn sidecar_with(config: SidecarConfig) -> (EmbeddedSidecar, SidecarCli
 }
 
 fn init_tracing() {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-    ).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .try_init();
 }
 
 /// The demo tools plus the test tools [`Recorder`] answers: `hold` (waits
 /// for [`Recorder::release`]), `ping`, `echo` (returns its arguments) and
 /// `deep` (returns a deeply nested list).
 pub fn test_tools() -> Vec<ToolDef> {
-    let test_tool = |name: &str, description: &str| ToolDef::new(name, description, serde_json::json!({"type": "object"}));
+    let test_tool =
+        |name: &str, description: &str| ToolDef::new(name, description, serde_json::json!({"type": "object"}));
     let mut tools = DemoWorld::tools();
     tools.push(test_tool("hold", "Waits until the test releases it."));
     tools.push(test_tool("ping", "Answers at once."));

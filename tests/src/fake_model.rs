@@ -109,7 +109,10 @@ impl FakeModel {
 }
 
 fn chunk(delta: Value, finish: Option<&str>) -> Result<Event, Infallible> {
-    Ok(Event::default().data(json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).to_string()))
+    Ok(Event::default().data(
+        json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            .to_string(),
+    ))
 }
 
 async fn complete(State(script): State<Arc<Script>>, Json(body): Json<Value>) -> Response {
@@ -124,11 +127,13 @@ async fn complete(State(script): State<Arc<Script>>, Json(body): Json<Value>) ->
     let mut events = vec![chunk(json!({"role": "assistant"}), None)];
     match next {
         None => {
-            return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "the fake model's script is used up").into_response();
+            return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "the fake model's script is used up")
+                .into_response();
         }
         Some(Reply::Status(code)) => {
             let status = axum::http::StatusCode::from_u16(code).unwrap();
-            return (status, Json(json!({"error": {"message": "scripted failure", "type": "server_error"}}))).into_response();
+            return (status, Json(json!({"error": {"message": "scripted failure", "type": "server_error"}})))
+                .into_response();
         }
         Some(Reply::Hang) => std::future::pending::<()>().await,
         Some(Reply::Echo(prefix)) => push_text(&mut events, &format!("{prefix}{last_user}")),

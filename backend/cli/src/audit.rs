@@ -77,7 +77,8 @@ pub async fn read(store: &Arc<dyn AuditStore>, turn_id: &str) -> anyhow::Result<
 pub fn render(turn_id: &str, records: &TurnRecords, filter: &Filter) -> String {
     let mut out = String::new();
     let shown: Vec<&AuditRecord> = records.audit.iter().filter(|r| filter.keeps(r)).collect();
-    let _ = writeln!(out, "turn {turn_id}: {} calls{}", shown.len(), if filter.is_empty() { "" } else { " (filtered)" });
+    let _ =
+        writeln!(out, "turn {turn_id}: {} calls{}", shown.len(), if filter.is_empty() { "" } else { " (filtered)" });
     if filter.is_empty() {
         for (row, level) in tree(&records.audit) {
             let _ = writeln!(out, "{}{}", "  ".repeat(level + 1), line(row));
@@ -87,11 +88,7 @@ pub fn render(turn_id: &str, records: &TurnRecords, filter: &Filter) -> String {
             let _ = writeln!(out, "  {} (depth {})", line(row), row.call.depth);
         }
     }
-    let ledger: Vec<&LedgerEntry> = records
-        .ledger
-        .iter()
-        .filter(|e| filter.keeps_entry(e))
-        .collect();
+    let ledger: Vec<&LedgerEntry> = records.ledger.iter().filter(|e| filter.keeps_entry(e)).collect();
     if !ledger.is_empty() {
         let _ = writeln!(out, "ledger (calls of tools with effects):");
         for entry in ledger {

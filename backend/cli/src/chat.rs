@@ -8,7 +8,9 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::sync::Arc;
-use tether_backend::agent::{AgentConfig, AgentEvent, AgentEventSink, AgentRun, AgentsConfig, NestedTurnSetup, PeerAgents};
+use tether_backend::agent::{
+    AgentConfig, AgentEvent, AgentEventSink, AgentRun, AgentsConfig, NestedTurnSetup, PeerAgents,
+};
 use tether_backend::tools::ToolSet;
 use tether_backend::turn::{Tool, Turn, TurnBuilder};
 
@@ -51,7 +53,10 @@ impl ModelChoice {
             let api_key_env = std::env::var_os(&self.api_key_env).is_some().then(|| self.api_key_env.clone());
             let system_prompt = agents.agents.get(&name).and_then(|a| a.system_prompt.clone());
             let tools = agents.agents.get(&name).map(|a| a.tools.clone()).unwrap_or_default();
-            agents.agents.insert(name.clone(), AgentConfig { base_url: base_url.clone(), model, api_key_env, system_prompt, tools });
+            agents.agents.insert(
+                name.clone(),
+                AgentConfig { base_url: base_url.clone(), model, api_key_env, system_prompt, tools },
+            );
             return Ok((name, agents));
         }
         let names: Vec<&String> = agents.agents.keys().collect();
@@ -245,7 +250,10 @@ impl AgentEventSink for LiveView {
             }
             AgentEvent::ToolCallFinished { .. } => {}
             AgentEvent::NestedTurnStarted { agent, depth, .. } => {
-                self.line(&format!("{}⇢ agent `{agent}` starts a turn", "    ".repeat(depth.saturating_sub(1) as usize)));
+                self.line(&format!(
+                    "{}⇢ agent `{agent}` starts a turn",
+                    "    ".repeat(depth.saturating_sub(1) as usize)
+                ));
             }
             AgentEvent::NestedTurnFinished { agent, answered, .. } => {
                 let how = if *answered { "answered" } else { "gave no answer" };

@@ -178,7 +178,9 @@ impl DemoWorld {
                         "customer_id": c.customer_id, "customer": c.customer,
                         "end_date": c.end_date, "owner_email": c.owner_email
                     })),
-                    None => ToolOutcome::failed("not_found", format!("no contract on file for customer `{customer_id}`")),
+                    None => {
+                        ToolOutcome::failed("not_found", format!("no contract on file for customer `{customer_id}`"))
+                    }
                 }
             }
             "send_email" => {

@@ -118,8 +118,14 @@ mod tests {
             agent_tools: vec![AgentToolEntry::new("Billing Desk", "Billing."), AgentToolEntry::new("main", "Support.")],
         };
         let text = render_agents(&config);
-        assert!(text.contains("  main: `m1` at http://localhost:11434/v1; agent tools offered: agent_billing_desk\n"), "{text}");
-        assert!(text.contains("  Billing Desk: `m2` at http://localhost:11434/v1; agent tools offered: agent_main\n"), "{text}");
+        assert!(
+            text.contains("  main: `m1` at http://localhost:11434/v1; agent tools offered: agent_billing_desk\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  Billing Desk: `m2` at http://localhost:11434/v1; agent tools offered: agent_main\n"),
+            "{text}"
+        );
         assert_eq!(render_agents(&AgentsConfig::default()), "");
     }
 }

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tether_backend::SidecarClient;
-use tether_backend::tools::{Config, ToolSet, Vars};
 use tether_backend::agent::{AgentsConfig, NestedTurnSetup, NoAgentEvents, PeerAgents};
+use tether_backend::tools::{Config, ToolSet, Vars};
 use tether_backend::turn::{Approver, AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover, Tool, Turn};
 use tether_cli::audit;
 use tether_cli::chat::{self, LiveView, ModelChoice, Session};
@@ -216,7 +216,9 @@ impl Backend {
         let tools = Arc::new(ToolSet::start(&source.config).await?);
         let embedded = match &cli.sidecar {
             Some(_) => None,
-            None => Some(EmbeddedSidecar::start(SidecarConfig::default()).await.context("cannot start the embedded sidecar")?),
+            None => Some(
+                EmbeddedSidecar::start(SidecarConfig::default()).await.context("cannot start the embedded sidecar")?,
+            ),
         };
         let address = match (&cli.sidecar, &embedded) {
             (Some(address), _) => address.clone(),
@@ -225,8 +227,13 @@ impl Backend {
         };
         // A sidecar named with `--sidecar` on TCP may ask for its token
         // (docs/security.md); a Unix socket checks this process's uid instead.
-        let auth = tether_backend::ClientAuth { token: std::env::var("TETHER_TOKEN").ok().filter(|t| !t.is_empty()), tls: None };
-        let client = SidecarClient::connect_with(&address, &tether_backend::ConnectOptions { auth, ..Default::default() }).await?;
+        let auth = tether_backend::ClientAuth {
+            token: std::env::var("TETHER_TOKEN").ok().filter(|t| !t.is_empty()),
+            tls: None,
+        };
+        let client =
+            SidecarClient::connect_with(&address, &tether_backend::ConnectOptions { auth, ..Default::default() })
+                .await?;
         let mut terminal = None;
         let approver: Arc<dyn Approver> = match cli.approval.unwrap_or(default_approval) {
             Approval::Policy => Arc::new(PolicyApprover::approve_all()),
@@ -308,7 +315,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
             let records = audit::read(&store, turn).await?;
             if records.audit.is_empty() && records.ledger.is_empty() {
-                anyhow::bail!("no rows for turn `{turn}` in {url}; pass the audit store the turn was run with (--audit-store)");
+                anyhow::bail!(
+                    "no rows for turn `{turn}` in {url}; pass the audit store the turn was run with (--audit-store)"
+                );
             }
             let filter = audit::Filter { run: run.clone(), code: code.clone() };
             if *json {
@@ -343,8 +352,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print_outcome(&outcome?, "the model gave no answer")
         }
         Command::Demo { gather } => {
-            let (script, name) =
-                if *gather { (demo::SCRIPT_GATHER, "examples/contracts_gather.py") } else { (demo::SCRIPT, "examples/contracts.py") };
+            let (script, name) = if *gather {
+                (demo::SCRIPT_GATHER, "examples/contracts_gather.py")
+            } else {
+                (demo::SCRIPT, "examples/contracts.py")
+            };
             let source = Source::load(None, cli.demo_db.clone())?;
             run_script(&cli, source, script.to_owned(), DemoWorld::input(), name.to_owned()).await
         }
@@ -361,7 +373,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn session(backend: &Backend, agent: String, agents: AgentsConfig, live: Arc<LiveView>, kind: &str) -> Session {
-    Session::new(agent, agents, backend.setup.clone(), backend.tools.clone(), backend.script.clone(), live, turn_id(kind))
+    Session::new(
+        agent,
+        agents,
+        backend.setup.clone(),
+        backend.tools.clone(),
+        backend.script.clone(),
+        live,
+        turn_id(kind),
+    )
 }
 
 /// `tether chat`: reads a message per line until the end of input (or
@@ -410,7 +430,10 @@ async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -> an
             Err(error) => {
                 eprintln!("(no answer: {error})");
                 for action in &run.possibly_executed {
-                    eprintln!("  ran before the turn ended (not retried): {} {} {}", action.call.call_id, action.call.tool, action.call.args);
+                    eprintln!(
+                        "  ran before the turn ended (not retried): {} {} {}",
+                        action.call.call_id, action.call.tool, action.call.args
+                    );
                 }
             }
         }
@@ -429,7 +452,8 @@ async fn stubs(cli: &Cli, config: Option<PathBuf>, agent: Option<String>) -> any
     let outcome = (|| {
         let mut builder = tools.add_to(Turn::builder("stubs").limits(source.config.turn.limits.clone()));
         if let Some(agent) = &agent {
-            let (agent, agents) = ModelChoice { agent: Some(agent.clone()), ..ModelChoice::default() }.resolve(&source.config.agents)?;
+            let (agent, agents) =
+                ModelChoice { agent: Some(agent.clone()), ..ModelChoice::default() }.resolve(&source.config.agents)?;
             let nested: NestedTurnSetup = Arc::new(|_: &str, builder| builder);
             for tool in PeerAgents::new(agents, nested, Arc::new(NoAgentEvents)).tools_for(Some(&agent))? {
                 builder = builder.add_tool(tool);

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use tether_backend::SidecarClient;
 use tether_backend::tools::{ToolSet, TurnSection};
-use tether_backend::turn::{Approver, AuditStore, EventSink, ScriptTool, Tool, ToolEvent, Turn, TurnBuilder, TurnError};
+use tether_backend::turn::{
+    Approver, AuditStore, EventSink, ScriptTool, Tool, ToolEvent, Turn, TurnBuilder, TurnError,
+};
 
 /// What the CLI's turns are built with. Cheap to clone.
 #[derive(Clone)]

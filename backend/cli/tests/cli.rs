@@ -93,24 +93,34 @@ async fn ask_runs_the_model_s_script_and_agent_calls_through_the_turn_and_audit_
     assert_eq!(report["answer"], "Done: one summary, the email was refused.", "{report}");
     assert_eq!(report["model_requests"], 3);
     let ran = main.tool_result(1, "c1");
-    let [summary, sent, code] = ran["value"]["result"].as_array().unwrap_or_else(|| panic!("{ran}")).clone().try_into().unwrap();
-    assert!(summary.as_str().is_some_and(|s| s.starts_with("summary: ")), "the helper's text reached the script: {ran}");
+    let [summary, sent, code] =
+        ran["value"]["result"].as_array().unwrap_or_else(|| panic!("{ran}")).clone().try_into().unwrap();
+    assert!(
+        summary.as_str().is_some_and(|s| s.starts_with("summary: ")),
+        "the helper's text reached the script: {ran}"
+    );
     assert_eq!((sent, code), (json!(false), json!("approval_denied")));
     assert_eq!(main.tools_offered(0), ["list_issues", "get_contract", "send_email", "run_script", "agent_helper"]);
     assert_eq!(helper.requests()[0]["model"], "fake-helper");
 
     // The calls of the turn, as `ask` reports them and as `audit` reads them back.
     let turn = report["turn_id"].as_str().unwrap().to_owned();
-    let tools: Vec<(&str, u64)> =
-        report["calls"].as_array().unwrap().iter().map(|c| (c["tool"].as_str().unwrap(), c["depth"].as_u64().unwrap())).collect();
-    for expected in [("run_script", 0), ("list_issues", 1), ("agent_helper", 1), ("send_email", 1), ("get_contract", 0)] {
+    let tools: Vec<(&str, u64)> = report["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["tool"].as_str().unwrap(), c["depth"].as_u64().unwrap()))
+        .collect();
+    for expected in [("run_script", 0), ("list_issues", 1), ("agent_helper", 1), ("send_email", 1), ("get_contract", 0)]
+    {
         assert!(tools.contains(&expected), "{expected:?} in {tools:?}");
     }
 
     let text = scratch.tether(&["audit", "--turn", &turn]);
     assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
     let text = String::from_utf8(text.stdout).unwrap();
-    let line_of = |needle: &str| text.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle} in\n{text}"));
+    let line_of =
+        |needle: &str| text.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle} in\n{text}"));
     let indent = |line: &str| line.len() - line.trim_start().len();
     assert!(indent(line_of(" list_issues (script)")) > indent(line_of("c1 run_script (model)")), "{text}");
     assert!(line_of(" send_email (script)").contains("`approval_denied`"), "{text}");
@@ -203,7 +213,8 @@ impl Tmux {
     }
 
     fn screen(&self) -> String {
-        let output = Command::new("tmux").args(["capture-pane", "-p", "-J", "-S", "-200", "-t", &self.name]).output().unwrap();
+        let output =
+            Command::new("tmux").args(["capture-pane", "-p", "-J", "-S", "-200", "-t", &self.name]).output().unwrap();
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
@@ -254,7 +265,10 @@ async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
     tmux.wait_for("you> ").await;
     tmux.type_line("Email dana that her contract ended.");
     let screen = tmux.wait_for("approve? [y/N]").await;
-    assert!(screen.contains("approval needed: `send_email`") && screen.contains("\"to\": \"dana@example.com\""), "{screen}");
+    assert!(
+        screen.contains("approval needed: `send_email`") && screen.contains("\"to\": \"dana@example.com\""),
+        "{screen}"
+    );
     tmux.type_line("y");
     let screen = tmux.wait_for("The email to dana went out.").await;
     assert!(screen.contains("⇢ model calls run_script (c1)"), "the live view shows the model's call:\n{screen}");
@@ -279,16 +293,28 @@ async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
     let requests = model.requests();
     assert_eq!(requests.len(), 4);
     let history = requests[2]["messages"].as_array().unwrap();
-    assert!(history.iter().any(|m| m["content"] == "Email dana that her contract ended."), "the first turn is remembered");
+    assert!(
+        history.iter().any(|m| m["content"] == "Email dana that her contract ended."),
+        "the first turn is remembered"
+    );
     assert_eq!(model.tool_result(1, "c1")["value"]["result"], true, "the approved email was sent");
 
     // The approval and the email are on record: the audit log and the outbox.
     let turn = screen
         .split_whitespace()
-        .find_map(|w| w.strip_prefix("chat-").and_then(|rest| rest.strip_suffix(':')).filter(|rest| rest.ends_with("-1")).map(|rest| format!("chat-{rest}")))
+        .find_map(|w| {
+            w.strip_prefix("chat-")
+                .and_then(|rest| rest.strip_suffix(':'))
+                .filter(|rest| rest.ends_with("-1"))
+                .map(|rest| format!("chat-{rest}"))
+        })
         .unwrap_or_else(|| panic!("the first turn's id on screen:\n{screen}"));
     let rows = stdout_json(&tokio::task::block_in_place(|| scratch.tether(&["audit", "--turn", &turn, "--json"])));
     let sent = rows["audit"].as_array().unwrap().iter().find(|r| r["tool"] == "send_email").unwrap().clone();
-    assert_eq!((sent["approval"].as_str(), sent["decided_by"].as_str()), (Some("approved"), Some("terminal")), "{sent}");
+    assert_eq!(
+        (sent["approval"].as_str(), sent["decided_by"].as_str()),
+        (Some("approved"), Some("terminal")),
+        "{sent}"
+    );
     assert_eq!(rows["ledger"][0]["state"], "settled", "{rows}");
 }

@@ -58,7 +58,9 @@ impl AssistantMessage {
             message["tool_calls"] = self
                 .tool_calls
                 .iter()
-                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                .map(
+                    |c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}),
+                )
                 .collect();
         }
         message
@@ -114,7 +116,8 @@ impl ChatEndpoint {
     /// # Errors
     /// [`AgentError::Setup`] if the HTTP client cannot be built.
     pub fn new(base_url: &str, model: impl Into<String>, api_key: Option<String>) -> Result<Self, AgentError> {
-        let client = crate::http_client::client().map_err(|reason| AgentError::Setup { agent: base_url.to_owned(), reason })?;
+        let client =
+            crate::http_client::client().map_err(|reason| AgentError::Setup { agent: base_url.to_owned(), reason })?;
         Ok(ChatEndpoint {
             url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
             model: model.into(),
@@ -182,8 +185,8 @@ impl ChatEndpoint {
             if data.is_empty() {
                 continue;
             }
-            let chunk: Chunk =
-                serde_json::from_str(data).map_err(|e| self.failed(format!("a stream chunk is not a completion chunk: {e}")))?;
+            let chunk: Chunk = serde_json::from_str(data)
+                .map_err(|e| self.failed(format!("a stream chunk is not a completion chunk: {e}")))?;
             if let Some(error) = chunk.error {
                 return Err(self.failed(format!("it reported an error: {error}")));
             }

@@ -82,75 +82,70 @@ mod tests {
 
     #[test]
     fn the_global_list_alone_is_offered_as_is() {
-        let c = config(vec![entry("aider", "edits"), entry("summariser", "sums")], vec![
-            ("qwen", vec![]),
-            ("aider", vec![]),
-            ("summariser", vec![]),
-        ]);
+        let c = config(
+            vec![entry("aider", "edits"), entry("summariser", "sums")],
+            vec![("qwen", vec![]), ("aider", vec![]), ("summariser", vec![])],
+        );
         assert_eq!(listed(&effective_agent_tools(&c, Some("qwen"))), [("aider", "edits"), ("summariser", "sums")]);
     }
 
     #[test]
     fn an_own_entry_replaces_the_global_one_in_place() {
-        let c = config(vec![entry("aider", "edits"), entry("summariser", "sums")], vec![
-            ("gemma", vec![entry("aider", "apply a code edit")]),
-            ("aider", vec![]),
-            ("summariser", vec![]),
-        ]);
-        assert_eq!(listed(&effective_agent_tools(&c, Some("gemma"))), [
-            ("aider", "apply a code edit"),
-            ("summariser", "sums")
-        ]);
+        let c = config(
+            vec![entry("aider", "edits"), entry("summariser", "sums")],
+            vec![("gemma", vec![entry("aider", "apply a code edit")]), ("aider", vec![]), ("summariser", vec![])],
+        );
+        assert_eq!(
+            listed(&effective_agent_tools(&c, Some("gemma"))),
+            [("aider", "apply a code edit"), ("summariser", "sums")]
+        );
     }
 
     #[test]
     fn an_own_entry_for_a_new_agent_is_appended() {
-        let c = config(vec![entry("aider", "edits")], vec![
-            ("gemma", vec![entry("local", "local notes")]),
-            ("aider", vec![]),
-            ("local", vec![]),
-        ]);
+        let c = config(
+            vec![entry("aider", "edits")],
+            vec![("gemma", vec![entry("local", "local notes")]), ("aider", vec![]), ("local", vec![])],
+        );
         assert_eq!(listed(&effective_agent_tools(&c, Some("gemma"))), [("aider", "edits"), ("local", "local notes")]);
         assert_eq!(listed(&effective_agent_tools(&c, Some("aider"))), [], "another caller does not get gemma's entry");
     }
 
     #[test]
     fn a_disabled_entry_is_removed_globally_or_by_override() {
-        let c = config(vec![entry("aider", "edits"), disabled("summariser")], vec![
-            ("gemma", vec![disabled("aider")]),
-            ("qwen", vec![]),
-            ("aider", vec![]),
-            ("summariser", vec![]),
-        ]);
+        let c = config(
+            vec![entry("aider", "edits"), disabled("summariser")],
+            vec![("gemma", vec![disabled("aider")]), ("qwen", vec![]), ("aider", vec![]), ("summariser", vec![])],
+        );
         assert_eq!(listed(&effective_agent_tools(&c, Some("gemma"))), []);
         assert_eq!(listed(&effective_agent_tools(&c, Some("qwen"))), [("aider", "edits")]);
     }
 
     #[test]
     fn an_override_can_enable_a_globally_disabled_entry() {
-        let c = config(vec![disabled("summariser")], vec![
-            ("gemma", vec![entry("summariser", "on for me")]),
-            ("summariser", vec![]),
-        ]);
+        let c = config(
+            vec![disabled("summariser")],
+            vec![("gemma", vec![entry("summariser", "on for me")]), ("summariser", vec![])],
+        );
         assert_eq!(listed(&effective_agent_tools(&c, Some("gemma"))), [("summariser", "on for me")]);
     }
 
     #[test]
     fn the_caller_never_gets_itself() {
-        let c = config(vec![entry("aider", "edits"), entry("qwen", "general")], vec![
-            ("qwen", vec![entry("qwen", "me again")]),
-            ("aider", vec![]),
-        ]);
+        let c = config(
+            vec![entry("aider", "edits"), entry("qwen", "general")],
+            vec![("qwen", vec![entry("qwen", "me again")]), ("aider", vec![])],
+        );
         assert_eq!(listed(&effective_agent_tools(&c, Some("qwen"))), [("aider", "edits")]);
         assert_eq!(listed(&effective_agent_tools(&c, None)), [("aider", "edits"), ("qwen", "general")]);
     }
 
     #[test]
     fn unknown_agents_are_removed() {
-        let c = config(vec![entry("ghost", "nobody"), entry("aider", "edits")], vec![
-            ("qwen", vec![entry("phantom", "nobody either")]),
-            ("aider", vec![]),
-        ]);
+        let c = config(
+            vec![entry("ghost", "nobody"), entry("aider", "edits")],
+            vec![("qwen", vec![entry("phantom", "nobody either")]), ("aider", vec![])],
+        );
         assert_eq!(listed(&effective_agent_tools(&c, Some("qwen"))), [("aider", "edits")]);
     }
 
@@ -171,7 +166,9 @@ mod tests {
         assert_eq!(c.agents["qwen"].base_url, "http://h/v1");
         assert!(!c.agents["qwen"].tools[0].is_enabled());
         assert!(c.agent_tools[0].is_enabled());
-        let typo = serde_json::from_value::<AgentsConfig>(serde_json::json!({"agents": {"x": {"base_url": "u", "modle": "m"}}}));
+        let typo = serde_json::from_value::<AgentsConfig>(
+            serde_json::json!({"agents": {"x": {"base_url": "u", "modle": "m"}}}),
+        );
         assert!(typo.is_err(), "an unknown key is an error, not ignored");
     }
 }

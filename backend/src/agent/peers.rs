@@ -108,13 +108,17 @@ impl PeerAgents {
             return Ok(runner.clone());
         }
         let setup = |reason: String| AgentError::Setup { agent: agent.to_owned(), reason };
-        let config = self.config().agents.get(agent).cloned().ok_or_else(|| setup("no such agent is configured".into()))?;
+        let config =
+            self.config().agents.get(agent).cloned().ok_or_else(|| setup("no such agent is configured".into()))?;
         let api_key = match &config.api_key_env {
             None => None,
-            Some(var) => Some(std::env::var(var).map_err(|_| setup(format!("set the environment variable `{var}` to its API key")))?),
+            Some(var) => Some(
+                std::env::var(var)
+                    .map_err(|_| setup(format!("set the environment variable `{var}` to its API key")))?,
+            ),
         };
-        let endpoint = ChatEndpoint::new(&config.base_url, config.model.clone(), api_key)
-            .map_err(|e| setup(e.to_string()))?;
+        let endpoint =
+            ChatEndpoint::new(&config.base_url, config.model.clone(), api_key).map_err(|e| setup(e.to_string()))?;
         let runner = Arc::new(Runner { config, endpoint });
         Ok(self.runners().entry(agent.to_owned()).or_insert(runner).clone())
     }
@@ -197,9 +201,10 @@ impl AgentTool {
         let parent = &context.turn;
         let mut chain = self.chain.clone();
         chain.push(self.target.clone());
-        let mut builder = (self.peers.inner.setup)(&self.target, Turn::builder(nested_turn_id(parent.id(), &context.call_id)))
-            .limits(parent.limits().clone())
-            .cancel_token(parent.cancel_token().child_token());
+        let mut builder =
+            (self.peers.inner.setup)(&self.target, Turn::builder(nested_turn_id(parent.id(), &context.call_id)))
+                .limits(parent.limits().clone())
+                .cancel_token(parent.cancel_token().child_token());
         if let Some(deadline) = parent.deadline() {
             builder = builder.deadline(deadline);
         }

@@ -71,8 +71,9 @@ impl Argv {
                 argv.iter().map(|a| at.expand("command", a)).collect::<Result<Vec<_>, _>>()?
             }
             _ => {
-                return Err(at.error("command", "is missing or empty")
-                    .fix("write the program and its arguments as a list, e.g. `command = [\"python3\", \"tool.py\"]`"));
+                return Err(at.error("command", "is missing or empty").fix(
+                    "write the program and its arguments as a list, e.g. `command = [\"python3\", \"tool.py\"]`",
+                ));
             }
         };
         let cwd = match cwd {
@@ -188,7 +189,11 @@ impl ToolExecutor for CommandTool {
     async fn execute(&self, _context: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let argv = &self.config.argv;
         let child = argv.command().spawn().map_err(|e| {
-            ToolError::around(&Reason::ProviderUnavailable { tool: self.tool.clone(), provider: argv.describe(), error: e.to_string() })
+            ToolError::around(&Reason::ProviderUnavailable {
+                tool: self.tool.clone(),
+                provider: argv.describe(),
+                error: e.to_string(),
+            })
         })?;
         let mut guard = GroupGuard(Some(child));
         let Some(child) = guard.0.as_mut() else { unreachable!("the guard holds the child until it is reaped") };
@@ -201,20 +206,29 @@ impl ToolExecutor for CommandTool {
             }
         };
         let limit = self.config.max_output_bytes;
-        let ((), stdout, stderr) = tokio::join!(write, read_capped(stdout, limit), read_tail(stderr, STDERR_TAIL_BYTES));
+        let ((), stdout, stderr) =
+            tokio::join!(write, read_capped(stdout, limit), read_tail(stderr, STDERR_TAIL_BYTES));
         let stdout = match stdout {
             Ok(out) if out.len() as u64 > limit => {
                 return Err(ToolError::around(&Reason::OutputTooLarge { tool: self.tool.clone(), limit }));
             }
             Ok(out) => out,
             Err(e) => {
-                return Err(ToolError::around(&Reason::ProviderLost { tool: self.tool.clone(), provider: argv.describe(), detail: format!("its output could not be read: {e}") }));
+                return Err(ToolError::around(&Reason::ProviderLost {
+                    tool: self.tool.clone(),
+                    provider: argv.describe(),
+                    detail: format!("its output could not be read: {e}"),
+                }));
             }
         };
         let status = match child.wait().await {
             Ok(status) => status,
             Err(e) => {
-                return Err(ToolError::around(&Reason::ProviderLost { tool: self.tool.clone(), provider: argv.describe(), detail: format!("it could not be waited for: {e}") }));
+                return Err(ToolError::around(&Reason::ProviderLost {
+                    tool: self.tool.clone(),
+                    provider: argv.describe(),
+                    detail: format!("it could not be waited for: {e}"),
+                }));
             }
         };
         guard.0 = None;
@@ -232,7 +246,10 @@ impl ToolExecutor for CommandTool {
         }
         serde_json::from_slice(&stdout).map(ToolOutput::new).map_err(|e| {
             let shown = super::text::head(String::from_utf8_lossy(&stdout).trim(), 200);
-            ToolError::around(&Reason::InvalidResult { tool: self.tool.clone(), problem: format!("its output is not JSON ({e}): {shown}") })
+            ToolError::around(&Reason::InvalidResult {
+                tool: self.tool.clone(),
+                problem: format!("its output is not JSON ({e}): {shown}"),
+            })
         })
     }
 }

@@ -15,9 +15,9 @@
 use super::error::ConfigError;
 use super::meta::{META_KEYS, MetaEntry};
 use super::sections::{TurnSection, read_agents};
-use crate::agent::AgentsConfig;
 use super::vars::Vars;
 use super::{command, fixed, http, mcp, sqlite};
+use crate::agent::AgentsConfig;
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -146,9 +146,7 @@ pub(crate) fn check_keys(at: &At<'_>, table: &toml::Table, allowed: &[&str]) -> 
             .max_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, a)| format!("did you mean `{a}`? "))
             .unwrap_or_default();
-        return Err(at
-            .error(key, "unknown key")
-            .fix(format!("{closest}the keys here are: {}", allowed.join(", "))));
+        return Err(at.error(key, "unknown key").fix(format!("{closest}the keys here are: {}", allowed.join(", "))));
     }
     Ok(())
 }
@@ -183,15 +181,21 @@ impl Config {
                 .enumerate()
                 .map(|(i, entry)| tool_entry(At { file: path, key: format!("tools[{i}]"), vars }, entry))
                 .collect::<Result<_, _>>()?,
-            Some(_) => return Err(top.error("tools", "must be an array of tables").fix("write each tool as `[[tools]]`")),
+            Some(_) => {
+                return Err(top.error("tools", "must be an array of tables").fix("write each tool as `[[tools]]`"));
+            }
         };
         let servers = match table.remove("mcp") {
             None => Vec::new(),
             Some(toml::Value::Table(servers)) => servers
                 .iter()
-                .map(|(name, entry)| mcp::ServerConfig::read(At { file: path, key: format!("mcp.{name}"), vars }, name, entry))
+                .map(|(name, entry)| {
+                    mcp::ServerConfig::read(At { file: path, key: format!("mcp.{name}"), vars }, name, entry)
+                })
                 .collect::<Result<_, _>>()?,
-            Some(_) => return Err(top.error("mcp", "must be a table of servers").fix("write each server as `[mcp.<name>]`")),
+            Some(_) => {
+                return Err(top.error("mcp", "must be a table of servers").fix("write each server as `[mcp.<name>]`"));
+            }
         };
         let config = Config {
             path: path.to_owned(),
@@ -217,8 +221,12 @@ impl Config {
     fn check_names(&self) -> Result<(), ConfigError> {
         for (i, tool) in self.tools.iter().enumerate() {
             if let Some(first) = self.tools[..i].iter().find(|t| t.name == tool.name) {
-                return Err(ConfigError::new(&self.path, format!("{}.name", tool.key), format!("`{}` is also the name of `{}`", tool.name, first.key))
-                    .fix("tool names are unique in a turn: rename one"));
+                return Err(ConfigError::new(
+                    &self.path,
+                    format!("{}.name", tool.key),
+                    format!("`{}` is also the name of `{}`", tool.name, first.key),
+                )
+                .fix("tool names are unique in a turn: rename one"));
             }
         }
         Ok(())
@@ -263,7 +271,8 @@ fn tool_entry(at: At<'_>, entry: &toml::Value) -> Result<ToolConfig, ConfigError
     let kind = match table.get("kind") {
         Some(toml::Value::String(kind)) if KINDS.contains(&kind.as_str()) => kind.clone(),
         Some(other) => {
-            return Err(at.error("kind", format!("`{}` is not a kind of tool", other.as_str().unwrap_or(&other.to_string())))
+            return Err(at
+                .error("kind", format!("`{}` is not a kind of tool", other.as_str().unwrap_or(&other.to_string())))
                 .fix(format!("write one of: {} (an MCP server is an `[mcp.<name>]` section)", KINDS.join(", "))));
         }
         None => return Err(at.error("kind", "is missing").fix(format!("add `kind = ` one of: {}", KINDS.join(", ")))),
@@ -293,11 +302,17 @@ fn tool_entry(at: At<'_>, entry: &toml::Value) -> Result<ToolConfig, ConfigError
         && sqlite.writable()
         && meta.read_only == Some(true)
     {
-        return Err(at.error("read_only", "is true, but the tool is `writable`").fix("a tool that writes has effects: remove `read_only`"));
+        return Err(at
+            .error("read_only", "is true, but the tool is `writable`")
+            .fix("a tool that writes has effects: remove `read_only`"));
     }
     let description = match head.description {
         Some(d) if !d.trim().is_empty() => d,
-        _ => return Err(at.error("description", "is missing").fix("say what the tool does and returns: the model reads it")),
+        _ => {
+            return Err(at
+                .error("description", "is missing")
+                .fix("say what the tool does and returns: the model reads it"));
+        }
     };
     Ok(ToolConfig {
         key: at.key.clone(),
@@ -319,12 +334,16 @@ pub(crate) fn split(table: &toml::Table, keys: &[&str]) -> toml::Table {
 /// A JSON Schema written as a TOML table (or as a JSON string).
 pub(crate) fn schema(at: &At<'_>, key: &str, value: toml::Value) -> Result<Value, ConfigError> {
     let json = match value {
-        toml::Value::String(text) => serde_json::from_str(&text)
-            .map_err(|e| at.error(key, format!("is not valid JSON: {e}")).fix("write the schema as a TOML table, or as a JSON string"))?,
+        toml::Value::String(text) => serde_json::from_str(&text).map_err(|e| {
+            at.error(key, format!("is not valid JSON: {e}"))
+                .fix("write the schema as a TOML table, or as a JSON string")
+        })?,
         other => toml_to_json(other),
     };
     if !json.is_object() {
-        return Err(at.error(key, "must be a JSON Schema object").fix("e.g. `{ type = \"object\", properties = { id = { type = \"string\" } } }`"));
+        return Err(at
+            .error(key, "must be a JSON Schema object")
+            .fix("e.g. `{ type = \"object\", properties = { id = { type = \"string\" } } }`"));
     }
     jsonschema::validator_for(&json).map_err(|e| at.error(key, format!("is not a valid JSON Schema: {e}")))?;
     Ok(json)
@@ -377,7 +396,11 @@ mod tests {
         let config = parse(text).unwrap();
         assert!(config.tools.is_empty() && config.servers.is_empty());
         assert_eq!(config.turn.limits.max_tool_calls, 10);
-        assert_eq!(config.turn.limits.max_depth, crate::turn::TurnLimits::default().max_depth, "unset keys keep the default");
+        assert_eq!(
+            config.turn.limits.max_depth,
+            crate::turn::TurnLimits::default().max_depth,
+            "unset keys keep the default"
+        );
         assert_eq!(config.turn.deadline, Some(std::time::Duration::from_secs(90)));
         assert_eq!(config.agents.agents["billing"].model, "m");
         assert!(!config.agents.agent_tools[0].is_enabled());
@@ -400,7 +423,8 @@ mod tests {
 
     #[test]
     fn an_unknown_key_is_named_with_the_closest_one() {
-        let error = problem("[[tools]]\nname = \"t\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\nread_onyl = true\n");
+        let error =
+            problem("[[tools]]\nname = \"t\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\nread_onyl = true\n");
         assert!(error.contains("`tools[0].read_onyl`: unknown key; did you mean `read_only`?"), "{error}");
         let top = problem("[tool]\n");
         assert!(top.contains("`tool`: unknown key; did you mean `tools`?"), "{top}");
@@ -408,14 +432,18 @@ mod tests {
 
     #[test]
     fn a_missing_or_unknown_kind_lists_the_kinds() {
-        assert!(problem("[[tools]]\nname = \"t\"\n").contains("`tools[0].kind`: is missing; add `kind = ` one of: http, command, sqlite, static"));
+        assert!(
+            problem("[[tools]]\nname = \"t\"\n")
+                .contains("`tools[0].kind`: is missing; add `kind = ` one of: http, command, sqlite, static")
+        );
         let error = problem("[[tools]]\nname = \"t\"\nkind = \"mcp\"\n");
         assert!(error.contains("`mcp` is not a kind of tool") && error.contains("[mcp.<name>]"), "{error}");
     }
 
     #[test]
     fn names_must_be_usable_and_unique() {
-        let entry = |name: &str| format!("[[tools]]\nname = \"{name}\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\n");
+        let entry =
+            |name: &str| format!("[[tools]]\nname = \"{name}\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\n");
         assert!(problem(&entry("2fast")).contains("is not a usable tool name"));
         assert!(problem(&entry("a b")).contains("is not a usable tool name"));
         let twice = problem(&format!("{}{}", entry("same"), entry("same")));
@@ -424,8 +452,13 @@ mod tests {
 
     #[test]
     fn a_description_is_required_and_schemas_must_compile() {
-        assert!(problem("[[tools]]\nname = \"t\"\nkind = \"static\"\nvalue = 1\n").contains("`tools[0](`t`).description`: is missing"));
-        let bad = problem("[[tools]]\nname = \"t\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\ninput_schema = { type = 12 }\n");
+        assert!(
+            problem("[[tools]]\nname = \"t\"\nkind = \"static\"\nvalue = 1\n")
+                .contains("`tools[0](`t`).description`: is missing")
+        );
+        let bad = problem(
+            "[[tools]]\nname = \"t\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\ninput_schema = { type = 12 }\n",
+        );
         assert!(bad.contains("`tools[0](`t`).input_schema`: is not a valid JSON Schema"), "{bad}");
         let json = parse("[[tools]]\nname = \"t\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\ninput_schema = '{\"type\": \"object\"}'\n").unwrap();
         assert_eq!(json.tools[0].input_schema, Some(serde_json::json!({"type": "object"})));
@@ -433,7 +466,12 @@ mod tests {
 
     #[test]
     fn a_bad_metadata_value_names_its_key() {
-        let error = problem("[[tools]]\nname = \"t\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\nreplay = \"sometimes\"\n");
-        assert!(error.contains("`tools[0](`t`).replay`: unknown variant `sometimes`, expected `never` or `safe`"), "{error}");
+        let error = problem(
+            "[[tools]]\nname = \"t\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\nreplay = \"sometimes\"\n",
+        );
+        assert!(
+            error.contains("`tools[0](`t`).replay`: unknown variant `sometimes`, expected `never` or `safe`"),
+            "{error}"
+        );
     }
 }

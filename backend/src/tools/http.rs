@@ -77,16 +77,21 @@ impl HttpConfig {
     pub(crate) fn read(at: &At<'_>, table: &toml::Table) -> Result<HttpConfig, ConfigError> {
         let raw: Raw = at.read(table, &KEYS)?;
         let Some(url) = raw.url else {
-            return Err(at.error("url", "is missing").fix("write the URL template, e.g. `url = \"https://host/v1/items/{id}\"`"));
+            return Err(at
+                .error("url", "is missing")
+                .fix("write the URL template, e.g. `url = \"https://host/v1/items/{id}\"`"));
         };
         let url = at.expand("url", &url)?;
-        let template = UriTemplateStr::new(&url)
-            .map_err(|e| at.error("url", format!("is not a URL template ({e})")).fix("write `{name}` for an argument (RFC 6570)"))?;
+        let template = UriTemplateStr::new(&url).map_err(|e| {
+            at.error("url", format!("is not a URL template ({e})")).fix("write `{name}` for an argument (RFC 6570)")
+        })?;
         let mut variables: Vec<String> = template.variables().map(|v| v.as_str().to_owned()).collect();
         variables.dedup();
         let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
         if !scheme_ok {
-            return Err(at.error("url", format!("`{url}` is not an http(s) URL")).fix("start it with `https://` (or `http://`)"));
+            return Err(at
+                .error("url", format!("`{url}` is not an http(s) URL"))
+                .fix("start it with `https://` (or `http://`)"));
         }
         let method_text = raw.method.unwrap_or_else(|| "GET".into()).to_ascii_uppercase();
         let method = match method_text.as_str() {
@@ -94,7 +99,9 @@ impl HttpConfig {
                 reqwest::Method::from_bytes(method_text.as_bytes()).map_err(|e| at.error("method", e.to_string()))?
             }
             other => {
-                return Err(at.error("method", format!("`{other}` is not supported")).fix("write GET, POST, PUT, PATCH, DELETE or HEAD"));
+                return Err(at
+                    .error("method", format!("`{other}` is not supported"))
+                    .fix("write GET, POST, PUT, PATCH, DELETE or HEAD"));
             }
         };
         let mut headers = HeaderMap::new();
@@ -193,11 +200,19 @@ impl HttpTool {
         }
         let url = UriTemplateStr::new(&self.config.url)
             .and_then(|t| t.expand::<UriSpec, _>(&context).map(|e| e.to_string()))
-            .map_err(|e| ToolError::reported(&Reason::ToolReported { tool: self.tool.clone(), detail: format!("the URL could not be filled in: {e}") }))?;
+            .map_err(|e| {
+                ToolError::reported(&Reason::ToolReported {
+                    tool: self.tool.clone(),
+                    detail: format!("the URL could not be filled in: {e}"),
+                })
+            })?;
         let mut request = self.client.request(self.config.method.clone(), url).headers(self.config.headers.clone());
         if self.config.body == BodyMode::Json {
-            let body: Map<String, Value> =
-                args.iter().filter(|(k, _)| !self.config.variables.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let body: Map<String, Value> = args
+                .iter()
+                .filter(|(k, _)| !self.config.variables.contains(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             request = request.header(CONTENT_TYPE, "application/json").body(Value::Object(body).to_string());
         }
         Ok(request)
@@ -308,7 +323,10 @@ mod tests {
         let method = read("url = \"http://h\"\nmethod = \"BREW\"").unwrap_err().to_string();
         assert!(method.contains("`BREW` is not supported; write GET, POST"), "{method}");
         let var = read("url = \"http://h\"\nheaders = { X = \"${TETHER_UNSET_FOR_TEST}\" }").unwrap_err().to_string();
-        assert!(var.contains("`tools[0].headers.X`: the environment variable `TETHER_UNSET_FOR_TEST` is not set"), "{var}");
+        assert!(
+            var.contains("`tools[0].headers.X`: the environment variable `TETHER_UNSET_FOR_TEST` is not set"),
+            "{var}"
+        );
         let template = read("url = \"http://h/{unclosed\"").unwrap_err().to_string();
         assert!(template.contains("is not a URL template"), "{template}");
     }
@@ -318,7 +336,11 @@ mod tests {
         let mut context = SimpleContext::new();
         context.insert("city", template_value(&json!("São Paulo/../admin")));
         context.insert("tags", template_value(&json!(["a", "b c"])));
-        let url = UriTemplateStr::new("https://h/w/{city}{?tags*}").unwrap().expand::<UriSpec, _>(&context).unwrap().to_string();
+        let url = UriTemplateStr::new("https://h/w/{city}{?tags*}")
+            .unwrap()
+            .expand::<UriSpec, _>(&context)
+            .unwrap()
+            .to_string();
         assert_eq!(url, "https://h/w/S%C3%A3o%20Paulo%2F..%2Fadmin?tags=a&tags=b%20c");
     }
 }

@@ -59,7 +59,8 @@ impl TurnSection {
         let limits = TurnLimits {
             max_tool_calls: keys.max_tool_calls.unwrap_or(defaults.max_tool_calls),
             max_approval_calls: keys.max_approval_calls.unwrap_or(defaults.max_approval_calls),
-            approval_timeout: duration("approval_timeout", &keys.approval_timeout)?.unwrap_or(defaults.approval_timeout),
+            approval_timeout: duration("approval_timeout", &keys.approval_timeout)?
+                .unwrap_or(defaults.approval_timeout),
             default_tool_time_limit: duration("tool_timeout", &keys.tool_timeout)?
                 .unwrap_or(defaults.default_tool_time_limit),
             max_depth: keys.max_depth.unwrap_or(defaults.max_depth),
@@ -99,7 +100,9 @@ pub(crate) fn read_agents(
     let entries = match agent_tools {
         None => Vec::new(),
         Some(toml::Value::Array(entries)) => entries,
-        Some(_) => return Err(at.error("agent_tools", "must be an array of tables").fix("write each as `[[agent_tools]]`")),
+        Some(_) => {
+            return Err(at.error("agent_tools", "must be an array of tables").fix("write each as `[[agent_tools]]`"));
+        }
     };
     for (i, entry) in entries.iter().enumerate() {
         let here = At { key: format!("agent_tools[{i}]"), ..at.clone() };

@@ -76,7 +76,8 @@ impl ToolSet {
             let listed = listed.map_err(|error| tracing::warn!(server = %server.config.name, %error, "MCP server did not start; its tools fail until it does")).ok();
             for (spec, executor) in mcp::server_tools(server, listed, &at)? {
                 if let Some(i) = tools.iter().position(|t| t.name() == spec.name) {
-                    return Err(at.error("", format!("its tool `{}` has the name of `{}`", spec.name, sources[i]))
+                    return Err(at
+                        .error("", format!("its tool `{}` has the name of `{}`", spec.name, sources[i]))
                         .fix("give the server a `prefix`, or rename the other tool"));
                 }
                 match Tool::new(spec, executor) {
@@ -85,7 +86,9 @@ impl ToolSet {
                         sources.push(server.config.describe());
                     }
                     // The server's own mistake: one unusable tool, not a broken set.
-                    Err(error) => tracing::warn!(server = %server.config.name, %error, "leaving out a tool whose schema does not compile"),
+                    Err(error) => {
+                        tracing::warn!(server = %server.config.name, %error, "leaving out a tool whose schema does not compile")
+                    }
                 }
             }
         }
@@ -125,13 +128,19 @@ impl ToolSet {
 }
 
 /// A `[[tools]]` entry's spec and executor.
-fn builtin(config: &Config, entry: &ToolConfig, http: &Option<reqwest::Client>) -> Result<(ToolSpec, Arc<dyn ToolExecutor>), ToolsError> {
+fn builtin(
+    config: &Config,
+    entry: &ToolConfig,
+    http: &Option<reqwest::Client>,
+) -> Result<(ToolSpec, Arc<dyn ToolExecutor>), ToolsError> {
     let (default_schema, read_only_default, executor) = match &entry.kind {
         KindConfig::Http(kind) => {
             let Some(client) = http.clone() else { return Err(ToolsError::Client("no HTTP client was set up".into())) };
             (kind.default_input_schema(), kind.read_only_default(), kind.executor(&entry.name, client))
         }
-        KindConfig::Command(kind) => (kind.default_input_schema(), kind.read_only_default(), kind.executor(&entry.name)),
+        KindConfig::Command(kind) => {
+            (kind.default_input_schema(), kind.read_only_default(), kind.executor(&entry.name))
+        }
         KindConfig::Sqlite(kind) => (kind.default_input_schema(), kind.read_only_default(), kind.executor(&entry.name)),
         KindConfig::Static(kind) => (kind.default_input_schema(), kind.read_only_default(), kind.executor()),
     };
@@ -139,7 +148,8 @@ fn builtin(config: &Config, entry: &ToolConfig, http: &Option<reqwest::Client>) 
         .meta
         .to_meta(read_only_default)
         .map_err(|(key, problem)| ConfigError::new(&config.path, format!("{}.{key}", entry.key), problem))?;
-    let mut spec = ToolSpec::new(&entry.name, &entry.description, entry.input_schema.clone().unwrap_or(default_schema)).meta(meta);
+    let mut spec =
+        ToolSpec::new(&entry.name, &entry.description, entry.input_schema.clone().unwrap_or(default_schema)).meta(meta);
     if let Some(output) = &entry.output_schema {
         spec = spec.output_schema(output.clone());
     }

@@ -93,29 +93,40 @@ impl SqliteConfig {
     pub(crate) fn read(at: &At<'_>, table: &toml::Table) -> Result<SqliteConfig, ConfigError> {
         let raw: Raw = at.read(table, &KEYS)?;
         let Some(database) = raw.database else {
-            return Err(at.error("database", "is missing").fix("write the database file's path, e.g. `database = \"data/app.db\"`"));
+            return Err(at
+                .error("database", "is missing")
+                .fix("write the database file's path, e.g. `database = \"data/app.db\"`"));
         };
         let database = at.path("database", &database)?;
         let Some(query) = raw.query.filter(|q| !q.trim().is_empty()) else {
-            return Err(at.error("query", "is missing").fix("write one SQL statement with named parameters, e.g. `SELECT * FROM t WHERE id = :id`"));
+            return Err(at
+                .error("query", "is missing")
+                .fix("write one SQL statement with named parameters, e.g. `SELECT * FROM t WHERE id = :id`"));
         };
         if raw.on_empty.is_some() && raw.result != ResultMode::Row {
-            return Err(at.error("on_empty", "applies only to `result = \"row\"`").fix("remove it, or set `result = \"row\"`"));
+            return Err(at
+                .error("on_empty", "applies only to `result = \"row\"`")
+                .fix("remove it, or set `result = \"row\"`"));
         }
         if raw.max_rows == Some(0) {
             return Err(at.error("max_rows", "must be at least 1"));
         }
         let connection = open(&database, raw.writable).map_err(|e| {
-            at.error("database", format!("cannot open `{}`: {e}", database.display()))
-                .fix(if raw.writable { "the file must exist and be writable" } else { "the file must exist (it is opened read-only)" })
+            at.error("database", format!("cannot open `{}`: {e}", database.display())).fix(if raw.writable {
+                "the file must exist and be writable"
+            } else {
+                "the file must exist (it is opened read-only)"
+            })
         })?;
         let statement = connection.prepare(&query).map_err(|e| at.error("query", e.to_string()))?;
         if !raw.writable && !statement.readonly() {
-            return Err(at.error("query", "writes to the database, but the tool is read-only")
-                .fix("set `writable = true` (and consider `requires_approval = true`), or write a query that only reads"));
+            return Err(at.error("query", "writes to the database, but the tool is read-only").fix(
+                "set `writable = true` (and consider `requires_approval = true`), or write a query that only reads",
+            ));
         }
         if raw.result == ResultMode::Changes && statement.column_count() > 0 {
-            return Err(at.error("result", "is \"changes\", but the query returns columns")
+            return Err(at
+                .error("result", "is \"changes\", but the query returns columns")
                 .fix("use `result = \"row\"` or \"rows\" for a query with RETURNING or a SELECT"));
         }
         let mut params = Vec::new();
@@ -123,7 +134,8 @@ impl SqliteConfig {
             match statement.parameter_name(i) {
                 Some(name) => params.push(name[1..].to_owned()),
                 None => {
-                    return Err(at.error("query", "uses a positional parameter (`?`)")
+                    return Err(at
+                        .error("query", "uses a positional parameter (`?`)")
                         .fix("name every parameter after the argument it takes, e.g. `:customer_id`"));
                 }
             }
@@ -204,7 +216,9 @@ fn to_sql(value: &Value) -> SqlValue {
     match value {
         Value::Null => SqlValue::Null,
         Value::Bool(b) => SqlValue::Integer(i64::from(*b)),
-        Value::Number(n) => n.as_i64().map(SqlValue::Integer).unwrap_or_else(|| SqlValue::Real(n.as_f64().unwrap_or(f64::NAN))),
+        Value::Number(n) => {
+            n.as_i64().map(SqlValue::Integer).unwrap_or_else(|| SqlValue::Real(n.as_f64().unwrap_or(f64::NAN)))
+        }
         Value::String(s) => SqlValue::Text(s.clone()),
         other => SqlValue::Text(other.to_string()),
     }
@@ -292,7 +306,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         let connection = Connection::open(&path).unwrap();
-        connection.execute_batch("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER); INSERT INTO t VALUES ('a', 1), ('b', 2);").unwrap();
+        connection
+            .execute_batch("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER); INSERT INTO t VALUES ('a', 1), ('b', 2);")
+            .unwrap();
         (dir, path)
     }
 
@@ -320,14 +336,17 @@ mod tests {
         assert!(positional.contains("positional parameter"), "{positional}");
         let missing = read(&path.with_file_name("nope.db"), "query = \"SELECT 1\"").unwrap_err().to_string();
         assert!(missing.contains("`tools[0].database`: cannot open") && missing.contains("must exist"), "{missing}");
-        let on_empty = read(&path, "query = \"SELECT 1\"\non_empty = { code = \"x\", message = \"y\" }").unwrap_err().to_string();
+        let on_empty =
+            read(&path, "query = \"SELECT 1\"\non_empty = { code = \"x\", message = \"y\" }").unwrap_err().to_string();
         assert!(on_empty.contains("applies only to `result = \"row\"`"), "{on_empty}");
     }
 
     #[test]
     fn rows_become_objects_and_arguments_bind_by_name() {
         let (_dir, path) = database();
-        let config = read(&path, "query = \"SELECT id, n, n * 1.5 AS f, NULL AS z FROM t WHERE n >= :min ORDER BY id\"").unwrap();
+        let config =
+            read(&path, "query = \"SELECT id, n, n * 1.5 AS f, NULL AS z FROM t WHERE n >= :min ORDER BY id\"")
+                .unwrap();
         let connection = open(&path, false).unwrap();
         let Ran::Value(rows) = run(&config, &connection, &json!({"min": 2})).unwrap() else { panic!() };
         assert_eq!(rows, json!([{"id": "b", "n": 2, "f": 3.0, "z": null}]));

@@ -8,10 +8,10 @@ use super::approval::ApprovalVerdict;
 use super::call::CallStatus;
 use super::origin::CallOrigin;
 use super::step::Step;
-use tether_codes::Code;
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
+use tether_codes::Code;
 
 /// Default cap on the arguments stored in an audit or ledger row: 4 KiB.
 pub const DEFAULT_AUDIT_ARGS_BYTES: usize = 4096;
@@ -166,7 +166,14 @@ pub struct LedgerEntry {
 impl LedgerEntry {
     /// A row `started` now (`started_at_ms`), not settled.
     pub fn started(call: CallIdentity, approval_required: bool, started_at_ms: i64) -> Self {
-        LedgerEntry { call, approval_required, state: LedgerState::Started, started_at_ms, settled_at_ms: None, outcome: None }
+        LedgerEntry {
+            call,
+            approval_required,
+            state: LedgerState::Started,
+            started_at_ms,
+            settled_at_ms: None,
+            outcome: None,
+        }
     }
 }
 

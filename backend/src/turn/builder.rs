@@ -2,17 +2,17 @@
 
 use super::approval::{Approver, PolicyApprover};
 use super::audit::Redactor;
-use super::memory::MemoryAuditStore;
-use super::store::AuditStore;
 use super::budget::CallBudget;
 use super::error::TurnError;
 use super::events::{EventSink, NoEvents};
 use super::executor::ToolExecutor;
 use super::limits::TurnLimits;
+use super::memory::MemoryAuditStore;
 use super::policy::{AdminPolicy, UserPermissions};
 use super::precheck::PreExecutionCheck;
 use super::registry::{Tool, ToolRegistry};
 use super::state::{Inner, Turn};
+use super::store::AuditStore;
 use super::tool::ToolSpec;
 use serde_json::Value;
 use std::fmt;

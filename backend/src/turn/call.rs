@@ -29,7 +29,13 @@ pub struct CallRequest {
 impl CallRequest {
     /// A call `id` to `name` with `args`, with no result limit of its own.
     pub fn new(id: impl Into<String>, name: impl Into<String>, args: Value) -> Self {
-        CallRequest { id: id.into(), name: name.into(), args, max_result_bytes: None, trace_context: TraceContext::default() }
+        CallRequest {
+            id: id.into(),
+            name: name.into(),
+            args,
+            max_result_bytes: None,
+            trace_context: TraceContext::default(),
+        }
     }
 
     /// Sets the most bytes the result may have as JSON.

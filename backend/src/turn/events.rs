@@ -4,10 +4,10 @@
 
 use super::origin::CallOrigin;
 use super::step::Step;
-use tether_codes::Code;
 use serde_json::Value;
 use std::sync::Mutex;
 use std::time::Duration;
+use tether_codes::Code;
 
 /// What happened to a call. Every `ToolStarted` is followed by exactly one
 /// terminal event (`ToolCompleted` or `ToolFailed`) with the same call id,

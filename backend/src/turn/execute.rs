@@ -169,7 +169,10 @@ impl Turn {
         }
         let (action, reason) = inner.policy.judge(name, &request.args);
         if action == PolicyAction::Deny {
-            return refuse(Reason::PolicyDenied { tool: name.to_owned(), reason: reason.map(str::to_owned) }, Step::Policy);
+            return refuse(
+                Reason::PolicyDenied { tool: name.to_owned(), reason: reason.map(str::to_owned) },
+                Step::Policy,
+            );
         }
         let needs_approval =
             action == PolicyAction::NeedsApproval || tool.meta().approval == ApprovalRequirement::Always;
@@ -213,7 +216,10 @@ impl Turn {
             let mut counted = ByteCount(0);
             let size = serde_json::to_writer(&mut counted, &output.value).map_or(u64::MAX, |()| counted.0);
             if size > limit {
-                return Err(Failure::new(&Reason::ResultTooLarge { tool: tool.to_owned(), size, limit }, Step::Execution));
+                return Err(Failure::new(
+                    &Reason::ResultTooLarge { tool: tool.to_owned(), size, limit },
+                    Step::Execution,
+                ));
             }
         }
         // The nesting limit is a guest's (it must parse what it gets); the model reads any depth.
@@ -312,13 +318,17 @@ impl Turn {
                     }
                     Err(error) => {
                         tracing::error!(%error, "cannot record `started` in the effect ledger; not running the tool");
-                        return Err(Failure::new(&Reason::LedgerUnavailable { tool: name.to_owned() }, Step::Execution));
+                        return Err(Failure::new(
+                            &Reason::LedgerUnavailable { tool: name.to_owned() },
+                            Step::Execution,
+                        ));
                     }
                 }
                 slot.keep();
                 let returned = self.run_executor(executor, context, args, limit, name).await?;
                 let outcome = if returned.is_ok() { CallStatus::Ok } else { CallStatus::Error };
-                let settled = StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms: unix_ms(SystemTime::now()) };
+                let settled =
+                    StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms: unix_ms(SystemTime::now()) };
                 // Enqueued in order; committed by the next group commit, which the call does not wait for.
                 if let Err(error) = self.inner.store.enqueue(settled).await {
                     tracing::error!(%error, "cannot record `settled` in the effect ledger");
@@ -368,18 +378,18 @@ impl Turn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::turn::audit::CallIdentity;
     use crate::turn::{
         AdminPolicy, Answer, ApprovalVerdict, ArgMatch, AuditStore, CallOutcome, CallPattern, CallStatus, EventLog,
         LedgerState, MemoryAuditStore, PolicyApprover, ToolEvent, ToolOutput, ToolReplay, ToolSpec, TurnBuilder,
         UserPermissions, executor_fn,
     };
-    use crate::turn::audit::CallIdentity;
     use serde_json::{Value, json};
-    use tether_codes::Code;
     use std::collections::HashMap;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
+    use tether_codes::Code;
     use tokio::sync::Notify;
 
     /// Counts executions per tool; `hold` waits for `release`;
@@ -581,7 +591,10 @@ mod tests {
         assert!(model(&s.turn, "c3", "once", json!({"n": 2})).await.failure().is_none());
         assert_eq!(s.probe.runs("once"), 2);
         for id in ["c6", "c7"] {
-            assert!(model(&s.turn, id, "look", json!({"n": 1})).await.failure().is_none(), "read-only: repeats allowed");
+            assert!(
+                model(&s.turn, id, "look", json!({"n": 1})).await.failure().is_none(),
+                "read-only: repeats allowed"
+            );
         }
 
         assert!(model(&s.turn, "c4", "mail", json!({"n": 1})).await.failure().is_none());
@@ -629,7 +642,12 @@ mod tests {
         assert_eq!(s.probe.runs("ask"), 1);
         let row = s.store.audit_log("t1").await.unwrap().pop().unwrap();
         assert_eq!(
-            (row.call.origin.as_str(), row.call.parent_call_id.as_deref(), row.call.script_run_id.as_deref(), row.call.depth),
+            (
+                row.call.origin.as_str(),
+                row.call.parent_call_id.as_deref(),
+                row.call.script_run_id.as_deref(),
+                row.call.depth
+            ),
             ("script", Some("p"), Some("t1/run-1"), 1)
         );
     }
@@ -686,8 +704,7 @@ mod tests {
     #[tokio::test]
     async fn script_calls_of_unsafe_tools_run_alone() {
         let s = setup(PolicyApprover::approve_all(), |b| b);
-        let calls =
-            (1..=3).map(|n| s.turn.execute(CallRequest::new(format!("p/{n}"), "overlap", json!({})), script()));
+        let calls = (1..=3).map(|n| s.turn.execute(CallRequest::new(format!("p/{n}"), "overlap", json!({})), script()));
         futures::future::join_all(calls).await;
         assert_eq!(s.probe.peak.load(Ordering::SeqCst), 1, "unsafe: one at a time");
         // Safe calls only finish once all three run at once; run alone they would wait forever.
@@ -846,7 +863,10 @@ mod tests {
         assert_eq!(code(&result), Some(Code::ResultTooLarge));
         assert_eq!(result.status(), CallStatus::Undelivered);
         let message = &result.failure().unwrap().message;
-        assert!(message.contains("ran and its effect happened") && message.contains("do not call it again"), "{message}");
+        assert!(
+            message.contains("ran and its effect happened") && message.contains("do not call it again"),
+            "{message}"
+        );
         assert_eq!(s.probe.runs("once"), 1, "one effect");
         let ledger = s.store.ledger("t1").await.unwrap();
         assert_eq!(ledger.len(), 1);

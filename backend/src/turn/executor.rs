@@ -54,8 +54,12 @@ pub trait TurnAccess: Send + Sync {
     /// Records a call that was refused before it could be evaluated (by the
     /// sidecar, or past a run's refusal cap) through the same bookkeeping as
     /// any call: events, audit row. Returns what the caller was told.
-    async fn record_refused(&self, request: CallRequest, origin: CallOrigin, failure: super::call::Failure)
-    -> CallResult;
+    async fn record_refused(
+        &self,
+        request: CallRequest,
+        origin: CallOrigin,
+        failure: super::call::Failure,
+    ) -> CallResult;
 }
 
 /// What a tool's executor is given besides the arguments.

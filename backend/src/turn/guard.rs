@@ -12,8 +12,8 @@ use super::state::{Turn, ended_reason};
 use super::step::Step;
 use super::store::StoreWrite;
 use super::tool::{ToolError, ToolOutput};
-use tether_codes::{Code, Reason};
 use std::time::{Duration, Instant, SystemTime};
+use tether_codes::{Code, Reason};
 
 /// What the steps produced: the tool's return, or a failure.
 pub(crate) type StepsOutcome = Result<Result<ToolOutput, ToolError>, Failure>;

@@ -53,7 +53,10 @@ mod summary;
 mod tool;
 mod url;
 
-pub use approval::{Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover};
+pub use self::postgres::{DEFAULT_APPLICATION_NAME, DEFAULT_CONNECT_TIMEOUT, PostgresAuditStore};
+pub use approval::{
+    Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover,
+};
 pub(crate) use audit::cut;
 pub use audit::{AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, Redactor};
 pub use budget::{CallBudget, Reservation};
@@ -62,7 +65,9 @@ pub use call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure};
 pub use error::{StoreError, TurnError};
 pub use events::{EventLog, EventSink, NoEvents, ToolEvent};
 pub use executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};
+pub use group_commit::DEFAULT_QUEUE_CAPACITY;
 pub use limits::TurnLimits;
+pub use memory::MemoryAuditStore;
 pub use origin::CallOrigin;
 pub use policy::{
     AdminPolicy, ArgMatch, ArgPattern, CallPattern, PolicyAction, PolicyRule, UserPermissions, glob_match,
@@ -70,17 +75,12 @@ pub use policy::{
 pub use precheck::PreExecutionCheck;
 pub use registry::{ListedTool, Lookup, Tool, ToolRegistry};
 pub use script::{SCRIPT_TOOL_NAME, ScriptTool, activate_tools_tool};
-pub use group_commit::DEFAULT_QUEUE_CAPACITY;
-pub use memory::MemoryAuditStore;
-pub use self::postgres::{DEFAULT_APPLICATION_NAME, DEFAULT_CONNECT_TIMEOUT, PostgresAuditStore};
 pub use sqlite::SqliteAuditStore;
 pub use state::Turn;
-pub use stubs::python_stubs;
 pub use step::Step;
 pub use store::{AuditStore, Commit, StartVerdict, StoreStats, StoreWrite, start_verdict};
+pub use stubs::python_stubs;
 pub use summary::{MAX_NESTED_ENTRIES, NESTED_ARGS_BYTES, NESTED_ERROR_BYTES};
 pub use tether_codes::{Code, Reason};
-pub use tool::{
-    ApprovalRequirement, RepeatRule, ToolDef, ToolError, ToolMeta, ToolOutput, ToolReplay, ToolSpec,
-};
+pub use tool::{ApprovalRequirement, RepeatRule, ToolDef, ToolError, ToolMeta, ToolOutput, ToolReplay, ToolSpec};
 pub use url::{AuditStoreUrl, open_audit_store};

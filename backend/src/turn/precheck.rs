@@ -131,7 +131,11 @@ mod tests {
         assert!(repeat.unwrap_err().message().contains("`c1`"), "the refusal names the earlier call");
         assert_eq!(check.judge_and_record("c3", "t", &json!({"a": 2}), true, false), Ok(()));
         assert_eq!(check.judge_and_record("c4", "u", &args, true, false), Ok(()), "another tool is another call");
-        assert_eq!(check.judge_and_record("c5", "t", &args, false, false), Ok(()), "a tool without the rule allows repeats");
+        assert_eq!(
+            check.judge_and_record("c5", "t", &args, false, false),
+            Ok(()),
+            "a tool without the rule allows repeats"
+        );
     }
 
     #[test]
@@ -140,7 +144,10 @@ mod tests {
         assert_eq!(check.judge_and_record("c1", "mail", &json!({"n": 1}), false, true), Ok(()));
         assert_eq!(check.judge_and_record("c2", "read", &json!({}), false, false), Ok(()), "not counted");
         assert_eq!(check.judge_and_record("c3", "mail", &json!({"n": 2}), false, true), Ok(()));
-        assert_eq!(code(check.judge_and_record("c4", "mail", &json!({"n": 3}), false, true)), Some(Code::ApprovalCapReached));
+        assert_eq!(
+            code(check.judge_and_record("c4", "mail", &json!({"n": 3}), false, true)),
+            Some(Code::ApprovalCapReached)
+        );
         assert_eq!(check.judge_and_record("c5", "read", &json!({}), false, false), Ok(()));
     }
 
@@ -153,6 +160,10 @@ mod tests {
         assert_eq!(code(capped), Some(Code::ApprovalCapReached));
         let cap = PreExecutionCheck::new(0);
         assert!(cap.judge_and_record("c1", "mail", &json!({}), true, true).is_err());
-        assert_eq!(cap.judge_and_record("c2", "mail", &json!({}), true, false), Ok(()), "the capped call was not remembered");
+        assert_eq!(
+            cap.judge_and_record("c2", "mail", &json!({}), true, false),
+            Ok(()),
+            "the capped call was not remembered"
+        );
     }
 }

@@ -236,7 +236,8 @@ mod tests {
         let script_tool = ToolMeta { is_script_tool: true, nests: true, ..ToolMeta::default() };
         registry.register(tool(ToolSpec::new("run_script", "", json!({})).meta(script_tool))).unwrap();
         registry.register(tool(ToolSpec::new("agent_x", "", json!({})).nests())).unwrap();
-        let names = |depth| registry.callable_tools(depth, 3).into_iter().map(|t| t.name().to_owned()).collect::<Vec<_>>();
+        let names =
+            |depth| registry.callable_tools(depth, 3).into_iter().map(|t| t.name().to_owned()).collect::<Vec<_>>();
         assert_eq!(names(1), ["read", "agent_x"], "no excluded tool, and never the script tool");
         assert_eq!(names(3), ["read"], "nothing that nests at the deepest level");
     }

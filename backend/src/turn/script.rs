@@ -247,7 +247,11 @@ struct ScriptCalls {
 
 impl ScriptCalls {
     fn origin(&self) -> CallOrigin {
-        CallOrigin::Script { run_id: self.run_id.clone(), parent_call_id: self.parent_call_id.clone(), depth: self.depth }
+        CallOrigin::Script {
+            run_id: self.run_id.clone(),
+            parent_call_id: self.parent_call_id.clone(),
+            depth: self.depth,
+        }
     }
 
     /// Counts `result` against the refusal cap when it is a refusal or a
@@ -307,7 +311,9 @@ fn script_outcome(result: CallResult) -> ToolOutcome {
     match result.outcome {
         CallOutcome::Ok(value) => ToolOutcome::Ok(value),
         CallOutcome::ToolError { code, message } => ToolOutcome::Failed { code, message },
-        CallOutcome::Failed(failure) => ToolOutcome::Failed { code: failure.code.as_str().to_owned(), message: failure.message },
+        CallOutcome::Failed(failure) => {
+            ToolOutcome::Failed { code: failure.code.as_str().to_owned(), message: failure.message }
+        }
     }
 }
 
@@ -346,7 +352,10 @@ pub fn activate_tools_tool() -> Result<Tool, TurnError> {
                 }
             }
             if activated.is_empty() {
-                return Err(ToolError::new(Code::ToolNotFound.as_str(), format!("no such tools: {}", unknown.join(", "))));
+                return Err(ToolError::new(
+                    Code::ToolNotFound.as_str(),
+                    format!("no such tools: {}", unknown.join(", ")),
+                ));
             }
             Ok(ToolOutput::new(json!({"activated": activated, "unknown": unknown})))
         }),

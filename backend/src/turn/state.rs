@@ -11,10 +11,10 @@ use super::events::EventSink;
 use super::executor::TurnAccess;
 use super::limits::TurnLimits;
 use super::origin::CallOrigin;
-use super::store::AuditStore;
 use super::policy::{AdminPolicy, UserPermissions};
 use super::precheck::PreExecutionCheck;
 use super::registry::{ListedTool, Tool, ToolRegistry};
+use super::store::AuditStore;
 use super::tool::ToolDef;
 use serde_json::Value;
 use std::fmt;
@@ -270,12 +270,7 @@ impl Turn {
     /// # Cancel safety
     /// Cancel-safe: it only reads.
     pub async fn possibly_executed_approval_actions(&self) -> Result<Vec<LedgerEntry>, TurnError> {
-        Ok(self
-            .ledger()
-            .await?
-            .into_iter()
-            .filter(|e| e.approval_required)
-            .collect())
+        Ok(self.ledger().await?.into_iter().filter(|e| e.approval_required).collect())
     }
 }
 

@@ -185,7 +185,11 @@ pub enum StartVerdict {
 /// [`StoreError::Replayed`] when the row is `started` (whatever the tool:
 /// nobody knows whether it ran), or `settled` and the tool is
 /// [`ToolReplay::Never`].
-pub fn start_verdict(call_id: &str, existing: Option<LedgerState>, replay: ToolReplay) -> Result<StartVerdict, StoreError> {
+pub fn start_verdict(
+    call_id: &str,
+    existing: Option<LedgerState>,
+    replay: ToolReplay,
+) -> Result<StartVerdict, StoreError> {
     match (existing, replay) {
         (None, _) => Ok(StartVerdict::Insert),
         (Some(LedgerState::Settled), ToolReplay::Safe) => Ok(StartVerdict::Restart),

@@ -163,7 +163,13 @@ pub(super) async fn audit_rows_round_trip_with_the_same_identity_columns_as_the_
     store.enqueue(StoreWrite::Audit(row.clone())).await.unwrap().await.unwrap();
     // Every optional field empty, and a status of each kind.
     let bare = AuditRecord {
-        call: CallIdentity { parent_call_id: None, script_run_id: None, args_truncated: false, depth: 3, ..row.call.clone() },
+        call: CallIdentity {
+            parent_call_id: None,
+            script_run_id: None,
+            args_truncated: false,
+            depth: 3,
+            ..row.call.clone()
+        },
         step: None,
         code: None,
         approval: None,

@@ -80,7 +80,9 @@ fn docstring(tool: &ToolSpec, params: &Params, returns: &str) -> String {
     }
     let _ = write!(text, "\n\nValue (result[\"value\"] when ok): {returns}");
     if tool.meta.approval == ApprovalRequirement::Always {
-        text.push_str("\nAsks a human to approve the exact arguments first; a denial is error code \"approval_denied\".");
+        text.push_str(
+            "\nAsks a human to approve the exact arguments first; a denial is error code \"approval_denied\".",
+        );
     }
     if !tool.meta.read_only {
         text.push_str("\nHas effects: do not repeat a call that succeeded.");
@@ -263,7 +265,10 @@ mod tests {
         let odd = ToolSpec::new("list-items", "Ends \"\"\" here \\ and", json!({"type": "object"}));
         let keyword_arg = ToolSpec::new("find", "", json!({"properties": {"from": {"type": "string"}}}));
         let stubs = python_stubs(&[odd, keyword_arg]);
-        assert!(stubs.contains("# call(\"list-items\", {...})\ndef _tool_list_items(args: dict[str, Any]) -> Result:"), "{stubs}");
+        assert!(
+            stubs.contains("# call(\"list-items\", {...})\ndef _tool_list_items(args: dict[str, Any]) -> Result:"),
+            "{stubs}"
+        );
         assert!(stubs.contains("# call(\"find\", {...})"), "an argument named `from` cannot be a parameter: {stubs}");
         assert!(stubs.contains("Ends ''' here \\\\ and"), "{stubs}");
         assert!(stubs.contains("Has effects"), "{stubs}");

@@ -59,7 +59,13 @@ impl NestedSummary {
             state.truncated += 1;
             return Slot(None);
         }
-        state.entries.push(Entry { id: id.to_owned(), name: name.to_owned(), started: Instant::now(), args: None, settled: None });
+        state.entries.push(Entry {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            started: Instant::now(),
+            args: None,
+            settled: None,
+        });
         Slot(Some(state.entries.len() - 1))
     }
 

@@ -172,7 +172,10 @@ mod tests {
             ("audit.db", AuditStoreUrl::Sqlite("audit.db".into())),
             ("./odd:name.db", AuditStoreUrl::Sqlite("./odd:name.db".into())),
             ("postgres://u@h:5432/db", AuditStoreUrl::Postgres("postgres://u@h:5432/db".into())),
-            ("postgresql://u@h/db?connect_timeout=3", AuditStoreUrl::Postgres("postgresql://u@h/db?connect_timeout=3".into())),
+            (
+                "postgresql://u@h/db?connect_timeout=3",
+                AuditStoreUrl::Postgres("postgresql://u@h/db?connect_timeout=3".into()),
+            ),
         ];
         for (url, expected) in cases {
             assert_eq!(AuditStoreUrl::parse(url).unwrap(), expected, "{url}");
@@ -191,7 +194,10 @@ mod tests {
             let refused = AuditStoreUrl::parse(url).unwrap_err();
             let text = refused.to_string();
             assert!(matches!(refused, StoreError::Url { .. }), "{url}: {refused:?}");
-            assert!(text.contains(says) && text.contains("sqlite:PATH") && text.contains("postgres://"), "{url}: {text}");
+            assert!(
+                text.contains(says) && text.contains("sqlite:PATH") && text.contains("postgres://"),
+                "{url}: {text}"
+            );
         }
     }
 

@@ -149,7 +149,13 @@ enum Runner<'a> {
 }
 
 impl Runner<'_> {
-    async fn measure(&self, workload: Workload, samples: usize, warmup: usize, concurrency: usize) -> anyhow::Result<(Measured, Option<String>)> {
+    async fn measure(
+        &self,
+        workload: Workload,
+        samples: usize,
+        warmup: usize,
+        concurrency: usize,
+    ) -> anyhow::Result<(Measured, Option<String>)> {
         match self {
             Runner::Tether(tether) => Ok((tether.measure(workload, samples, warmup, concurrency).await?, None)),
             Runner::Peer(peer, world) => {

@@ -112,7 +112,8 @@ impl Peer {
             let tail: Vec<&str> = stderr.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
             bail!("the peer driver {name} failed ({}):\n{}", output.status, tail.join("\n"));
         }
-        parse(&String::from_utf8_lossy(&output.stdout)).with_context(|| format!("reading what the peer driver {name} printed"))
+        parse(&String::from_utf8_lossy(&output.stdout))
+            .with_context(|| format!("reading what the peer driver {name} printed"))
     }
 }
 
@@ -133,7 +134,8 @@ mod tests {
 
     #[test]
     fn a_report_is_read_from_the_last_line() {
-        let stdout = "noise\n{\"samples_us\": [250.0, 1500.5], \"elapsed_s\": 0.5, \"result\": 2, \"version\": \"1.4.0\"}\n";
+        let stdout =
+            "noise\n{\"samples_us\": [250.0, 1500.5], \"elapsed_s\": 0.5, \"result\": 2, \"version\": \"1.4.0\"}\n";
         let (measured, version) = parse(stdout).unwrap();
         assert_eq!(measured.samples, [Duration::from_micros(250), Duration::from_nanos(1_500_500)]);
         assert_eq!(measured.elapsed, Duration::from_millis(500));

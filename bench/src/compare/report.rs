@@ -56,9 +56,13 @@ fn locked_version(package: &str) -> String {
 fn header(figures: &Figures) -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|info| info.lines().find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())))
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned()))
+        })
         .unwrap_or_else(|| "unknown".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map_or_else(|_| "unknown".into(), |k| k.trim().to_owned());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or_else(|_| "unknown".into(), |k| k.trim().to_owned());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let version = |system: System| figures.versions.get(&system).map_or("not measured", String::as_str).to_owned();
     let mut out = String::new();
@@ -83,10 +87,8 @@ fn header(figures: &Figures) -> String {
 
 /// The one table: a column per system measured, a row per figure.
 fn table(figures: &Figures) -> String {
-    let systems: Vec<System> = System::ALL
-        .into_iter()
-        .filter(|s| figures.latency.keys().any(|(measured, _)| measured == s))
-        .collect();
+    let systems: Vec<System> =
+        System::ALL.into_iter().filter(|s| figures.latency.keys().any(|(measured, _)| measured == s)).collect();
     let baseline = |workload: Workload| figures.latency.get(&(System::TetherTcp, workload)).map(|m| m.quantile(0.5));
     let mut out = String::new();
     let _ = write!(out, "| |");

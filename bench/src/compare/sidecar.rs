@@ -59,7 +59,9 @@ pub(crate) async fn parked_rss(cache_dir: &Path, counts: &[usize]) -> anyhow::Re
         let mut runs = JoinSet::new();
         for i in 0..count {
             let (client, park) = (clients[i % clients.len()].clone(), park.clone());
-            runs.spawn(async move { client.run(RunRequest::python(format!("park-{i}"), "call('park')"), &*park).await });
+            runs.spawn(
+                async move { client.run(RunRequest::python(format!("park-{i}"), "call('park')"), &*park).await },
+            );
         }
         let give_up = Instant::now() + PARK_WAIT;
         while park.parked.load(Ordering::Relaxed) < count {

@@ -39,7 +39,13 @@ pub(crate) fn human(d: Duration) -> String {
         format!("{us:.0} µs")
     } else if us < 1_000_000.0 {
         let ms = us / 1000.0;
-        if ms < 10.0 { format!("{ms:.2} ms") } else if ms < 100.0 { format!("{ms:.1} ms") } else { format!("{ms:.0} ms") }
+        if ms < 10.0 {
+            format!("{ms:.2} ms")
+        } else if ms < 100.0 {
+            format!("{ms:.1} ms")
+        } else {
+            format!("{ms:.0} ms")
+        }
     } else {
         format!("{:.2} s", us / 1e6)
     }

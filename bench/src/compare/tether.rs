@@ -101,7 +101,8 @@ impl Tether {
     async fn one(&self, source: &str, input: &Value) -> anyhow::Result<Value> {
         static RUNS: AtomicUsize = AtomicUsize::new(0);
         let id = format!("bench-{}", RUNS.fetch_add(1, Ordering::Relaxed));
-        let request = RunRequest { input: input.clone(), tools: (*self.defs).clone(), ..RunRequest::python(id, source) };
+        let request =
+            RunRequest { input: input.clone(), tools: (*self.defs).clone(), ..RunRequest::python(id, source) };
         let outcome = self.client.run(request, &*self.tools).await?;
         anyhow::ensure!(outcome.is_ok(), "the workload failed on Tether: {outcome:?}");
         Ok(outcome.result.unwrap_or(Value::Null))

@@ -34,9 +34,7 @@ fn main() {
     let start = tether_guest::start();
     let outcome = match run(&start.source) {
         Ok(results) => Outcome::Ok(Value::Array(results)),
-        Err(message) => {
-            Outcome::Err(ScriptError { kind: "runtime_error".into(), message, ..ScriptError::default() })
-        }
+        Err(message) => Outcome::Err(ScriptError { kind: "runtime_error".into(), message, ..ScriptError::default() }),
     };
     tether_guest::finish(&outcome);
 }

@@ -52,8 +52,10 @@ fn io<T>(result: std::io::Result<T>, ok: impl FnOnce(T) -> Value) -> Value {
 /// Opens, creates and stats files through std, and opens paths relative to
 /// every low fd through raw `path_open`.
 fn files() -> Value {
-    let read: Vec<Value> =
-        PATHS.iter().map(|path| json!({ "path": path, "result": io(std::fs::read(path), |b| json!(b.len())) })).collect();
+    let read: Vec<Value> = PATHS
+        .iter()
+        .map(|path| json!({ "path": path, "result": io(std::fs::read(path), |b| json!(b.len())) }))
+        .collect();
     let create: Vec<Value> = ["/tmp/tether-escape", "tether-escape", "/etc/tether-escape"]
         .iter()
         .map(|path| json!({ "path": path, "result": io(std::fs::File::create(path), |_| json!("created")) }))

@@ -47,12 +47,20 @@ fn from_exception(kind: RunErrorKind, exception: &MontyException) -> ScriptError
         _ => exception_type.clone(),
     };
     let mut traceback = exception.to_string();
-    if exception.exc_type() == ExcType::AttributeError && message.starts_with("'_io.TextIOWrapper' object has no attribute")
+    if exception.exc_type() == ExcType::AttributeError
+        && message.starts_with("'_io.TextIOWrapper' object has no attribute")
     {
         message = format!("{message} ({STREAM_METHOD_HINT})");
         traceback = format!("{traceback} ({STREAM_METHOD_HINT})");
     }
-    ScriptError { kind: kind.as_str().to_owned(), message, exception_type, traceback, line: script_line(exception), ..ScriptError::default() }
+    ScriptError {
+        kind: kind.as_str().to_owned(),
+        message,
+        exception_type,
+        traceback,
+        line: script_line(exception),
+        ..ScriptError::default()
+    }
 }
 
 /// The innermost frame of the script itself: frames of code run by

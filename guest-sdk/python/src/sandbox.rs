@@ -96,6 +96,8 @@ mod tests {
     fn sleeps_are_passed_on_uncapped() {
         let hour = Duration::from_secs(3600);
         assert!(matches!(answer(&OsFunctionCall::Sleep(hour)), OsAnswer::Sleep(duration) if duration == hour));
-        assert!(matches!(answer(&OsFunctionCall::AsyncSleep(hour)), OsAnswer::AsyncSleep(duration) if duration == hour));
+        assert!(
+            matches!(answer(&OsFunctionCall::AsyncSleep(hour)), OsAnswer::AsyncSleep(duration) if duration == hour)
+        );
     }
 }

@@ -57,7 +57,9 @@ pub enum Reason {
     #[error("the script sidecar has too many scripts waiting on tools; call it directly in your next response")]
     SidecarBusy,
     /// A tool name longer than any tool's.
-    #[error("no tool has a name that long (`{length}` bytes; names are at most `{max}`); call a tool of this turn by its name")]
+    #[error(
+        "no tool has a name that long (`{length}` bytes; names are at most `{max}`); call a tool of this turn by its name"
+    )]
     ToolNameTooLong {
         /// The name's length in bytes.
         length: usize,
@@ -104,7 +106,9 @@ pub enum Reason {
         error: String,
     },
     /// The arguments are over the size limit.
-    #[error("the arguments are `{size}` bytes, over the `{limit}`-byte limit (max_args_bytes); pass less data per call")]
+    #[error(
+        "the arguments are `{size}` bytes, over the `{limit}`-byte limit (max_args_bytes); pass less data per call"
+    )]
     ArgumentsTooLarge {
         /// Their size.
         size: u64,
@@ -203,7 +207,9 @@ pub enum Reason {
     },
     /// What runs the tool (an MCP server, a command, an HTTP endpoint)
     /// could not be reached or started, so the call was not made.
-    #[error("`{tool}` was not run: {provider} is not available ({error}); the call was not made, so it is safe to try again later")]
+    #[error(
+        "`{tool}` was not run: {provider} is not available ({error}); the call was not made, so it is safe to try again later"
+    )]
     ProviderUnavailable {
         /// The tool.
         tool: String,
@@ -214,7 +220,9 @@ pub enum Reason {
     },
     /// What runs the tool stopped, or its connection broke, while the call
     /// was on its way: the call may have run.
-    #[error("{provider} stopped while `{tool}` was running ({detail}); the call may have run, so check for its effect before calling it again")]
+    #[error(
+        "{provider} stopped while `{tool}` was running ({detail}); the call may have run, so check for its effect before calling it again"
+    )]
     ProviderLost {
         /// The tool.
         tool: String,
@@ -341,7 +349,11 @@ mod tests {
         };
         assert_eq!(unavailable.code(), Code::ToolFailed);
         assert!(unavailable.message().contains("the call was not made"), "{unavailable}");
-        let lost = Reason::ProviderLost { tool: "write".into(), provider: "the MCP server `files`".into(), detail: "x".into() };
+        let lost = Reason::ProviderLost {
+            tool: "write".into(),
+            provider: "the MCP server `files`".into(),
+            detail: "x".into(),
+        };
         assert_eq!(lost.code(), Code::ToolFailed);
         assert!(lost.message().contains("may have run"), "{lost}");
         assert_eq!(Reason::OutputTooLarge { tool: "t".into(), limit: 1 }.code(), Code::ResultTooLarge);

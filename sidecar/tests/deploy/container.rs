@@ -72,7 +72,8 @@ fn request(run_id: &str, text: &str) -> RunRequest {
 async fn run_echo(address: &str, text: &str) {
     let client = SidecarClient::connect(address).await.unwrap_or_else(|e| panic!("connecting to `{address}`: {e}"));
     let echo = Echo::default();
-    let outcome = client.run(request("run-echo", text), &echo).await.unwrap_or_else(|e| panic!("the run at `{address}`: {e}"));
+    let outcome =
+        client.run(request("run-echo", text), &echo).await.unwrap_or_else(|e| panic!("the run at `{address}`: {e}"));
     assert!(outcome.is_ok(), "the script failed at `{address}`: {outcome:?}");
     assert_eq!(outcome.result, Some(json!({"echoed": text, "calls": 1})), "the tool's value reached the script");
     let calls = echo.calls.lock().unwrap();
@@ -92,7 +93,8 @@ fn proc_status(pid: u32, field: &str) -> String {
 fn root_mount_options(pid: u32) -> String {
     let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
     // Fields: id parent major:minor root mount-point options ...
-    let root = mounts.lines().map(|line| line.split(' ').collect::<Vec<_>>()).find(|fields| fields.get(4) == Some(&"/"));
+    let root =
+        mounts.lines().map(|line| line.split(' ').collect::<Vec<_>>()).find(|fields| fields.get(4) == Some(&"/"));
     root.and_then(|fields| fields.get(5).map(|s| (*s).to_owned())).unwrap_or_default()
 }
 
@@ -112,7 +114,17 @@ async fn a_backend_outside_runs_a_script_over_a_unix_socket_in_a_shared_volume()
         &docker,
         // The backend here is this test, run as root: allowed by uid, as an
         // operator would (`docs/security.md`); the image's own user too.
-        &["--read-only", "--network", "none", "--volume", &volume, "--env", "RUST_LOG=tether_sidecar=info", "--env", "TETHER_ALLOW_UID=0,65532"],
+        &[
+            "--read-only",
+            "--network",
+            "none",
+            "--volume",
+            &volume,
+            "--env",
+            "RUST_LOG=tether_sidecar=info",
+            "--env",
+            "TETHER_ALLOW_UID=0,65532",
+        ],
         image,
         &[],
     );
@@ -128,7 +140,11 @@ async fn a_backend_outside_runs_a_script_over_a_unix_socket_in_a_shared_volume()
     let pid = container.host_pid();
     let uid = proc_status(pid, "Uid:");
     let uids: Vec<String> = uid.split_whitespace().skip(1).map(str::to_owned).collect();
-    assert_eq!(uids, vec![IMAGE_UID.to_string(); 4], "real, effective, saved and filesystem uid are the image user's: {uid}");
+    assert_eq!(
+        uids,
+        vec![IMAGE_UID.to_string(); 4],
+        "real, effective, saved and filesystem uid are the image user's: {uid}"
+    );
     let options = root_mount_options(pid);
     assert!(options.split(',').any(|o| o == "ro"), "the root filesystem is read-only: {options}");
     let (_, logs) = container.logs();
@@ -143,7 +159,12 @@ async fn a_backend_outside_runs_a_script_over_a_unix_socket_in_a_shared_volume()
 async fn a_backend_outside_runs_a_script_over_tcp() {
     let docker = Docker::connect();
     let image = sidecar_image(&docker);
-    let container = Container::run(&docker, &["--read-only", "--network", "host"], image, &["--listen", "127.0.0.1:0", "--insecure-loopback"]);
+    let container = Container::run(
+        &docker,
+        &["--read-only", "--network", "host"],
+        image,
+        &["--listen", "127.0.0.1:0", "--insecure-loopback"],
+    );
     let address = format!("http://{}", container.line_after("listening on ", READY_TIMEOUT));
     let ready = wait_ready(&container, &address, READY_TIMEOUT).await;
     eprintln!("tcp: SERVING {} ms after `docker run`", ready.as_millis());
@@ -190,7 +211,8 @@ async fn sigterm_drains_a_run_in_flight_and_the_container_exits_0() {
         };
         tokio::join!(&mut run, draining).0
     };
-    let outcome = outcome.unwrap_or_else(|e| container.fail(&format!("the run in flight did not survive the drain: {e}")));
+    let outcome =
+        outcome.unwrap_or_else(|e| container.fail(&format!("the run in flight did not survive the drain: {e}")));
     assert_eq!(outcome.status, pb::RunStatus::Ok, "the run in flight completed: {outcome:?}");
     assert_eq!(outcome.result, Some(json!({"echoed": "drained", "calls": 1})));
 

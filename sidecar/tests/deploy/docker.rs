@@ -126,7 +126,12 @@ fn shared_libraries(binary: &Path) -> Result<Vec<String>, String> {
 
 /// Imports a one-layer image `tag` holding `host_paths` at their own paths
 /// and each `(file, path)` of `renamed` at `path`.
-fn import_image(docker: &Docker, tag: &str, host_paths: &[String], renamed: &[(&Path, &str)]) -> Result<String, String> {
+fn import_image(
+    docker: &Docker,
+    tag: &str,
+    host_paths: &[String],
+    renamed: &[(&Path, &str)],
+) -> Result<String, String> {
     let rootfs = tempfile::tempdir().map_err(|e| e.to_string())?;
     let placed = host_paths
         .iter()
@@ -180,7 +185,10 @@ impl Container {
     /// What the container printed so far: (stdout, stderr).
     pub fn logs(&self) -> (String, String) {
         match self.docker.command(&["logs", &self.id]).output() {
-            Ok(output) => (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned()),
+            Ok(output) => (
+                String::from_utf8_lossy(&output.stdout).into_owned(),
+                String::from_utf8_lossy(&output.stderr).into_owned(),
+            ),
             Err(error) => (String::new(), format!("cannot read the logs: {error}")),
         }
     }

@@ -62,7 +62,8 @@ pub async fn wait_status(container: &Container, address: &str, wanted: ServingSt
             Err(error) => last = error,
         }
         if !container.running() {
-            container.fail(&format!("the container stopped before readiness at `{address}` was {wanted:?} (last: {last})"));
+            container
+                .fail(&format!("the container stopped before readiness at `{address}` was {wanted:?} (last: {last})"));
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }

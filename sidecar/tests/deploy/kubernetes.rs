@@ -18,7 +18,9 @@ const OVERHEAD_MIB: u64 = 128;
 
 fn python() -> String {
     std::env::var("TETHER_PYTHON").unwrap_or_else(|_| {
-        panic!("TETHER_PYTHON is not set: run the tests via `./x test`, which installs kubernetes-validate into target/py")
+        panic!(
+            "TETHER_PYTHON is not set: run the tests via `./x test`, which installs kubernetes-validate into target/py"
+        )
     })
 }
 
@@ -80,7 +82,8 @@ fn every_manifest_is_valid_kubernetes_with_native_sidecars_and_now() {
 #[test]
 fn the_validator_rejects_a_misspelled_field_and_a_native_sidecar_before_1_29() {
     let manifest = crate::repo_root().join("deploy/kubernetes/agent-backend.yaml");
-    let misspelled = std::fs::read_to_string(&manifest).unwrap().replacen("readOnlyRootFilesystem:", "readOnlyRootFileSystem:", 1);
+    let misspelled =
+        std::fs::read_to_string(&manifest).unwrap().replacen("readOnlyRootFilesystem:", "readOnlyRootFileSystem:", 1);
     let dir = tempfile::tempdir().unwrap();
     let broken = dir.path().join("broken.yaml");
     std::fs::write(&broken, misspelled).unwrap();
@@ -117,7 +120,10 @@ impl SidecarSpec {
     /// The value of `--name=value` in the container's args.
     fn flag(&self, name: &str) -> String {
         let prefix = format!("--{name}=");
-        self.args().iter().find_map(|a| a.strip_prefix(&prefix).map(str::to_owned)).unwrap_or_else(|| panic!("no `{prefix}…`"))
+        self.args()
+            .iter()
+            .find_map(|a| a.strip_prefix(&prefix).map(str::to_owned))
+            .unwrap_or_else(|| panic!("no `{prefix}…`"))
     }
 
     fn env(&self, name: &str) -> String {
@@ -138,14 +144,17 @@ fn the_sidecar_is_a_native_sidecar_probed_on_its_health_port() {
     assert_eq!(spec.container["restartPolicy"], "Always", "a native sidecar");
     let health = spec.flag("health-listen");
     let port: u64 = health.rsplit(':').next().unwrap().parse().unwrap();
-    for (probe, service) in [("startupProbe", "tether.v1.Sidecar"), ("readinessProbe", "tether.v1.Sidecar"), ("livenessProbe", "liveness")] {
+    for (probe, service) in
+        [("startupProbe", "tether.v1.Sidecar"), ("readinessProbe", "tether.v1.Sidecar"), ("livenessProbe", "liveness")]
+    {
         let grpc = &spec.container[probe]["grpc"];
         assert_eq!((grpc["port"].as_u64(), grpc["service"].as_str()), (Some(port), Some(service)), "{probe}");
     }
     // The socket: in the directory both containers mount from one emptyDir.
     let socket = PathBuf::from(spec.flag("socket"));
     let socket_dir = socket.parent().unwrap().to_str().unwrap();
-    let volume = spec.pod["volumes"].as_array().unwrap().iter().find(|v| v["emptyDir"].is_object()).expect("an emptyDir");
+    let volume =
+        spec.pod["volumes"].as_array().unwrap().iter().find(|v| v["emptyDir"].is_object()).expect("an emptyDir");
     let containers = spec.pod["containers"].as_array().unwrap().iter().chain([&spec.container]);
     for container in containers {
         let mounts = container["volumeMounts"].as_array().unwrap();

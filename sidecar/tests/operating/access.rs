@@ -5,7 +5,9 @@
 use crate::support::{PATIENCE, SidecarProcess, check, shared_cache};
 use std::path::Path;
 use std::process::Command;
-use tether_backend::{CallHandler, ClientAuth, ClientError, ClientTls, ConnectOptions, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
+use tether_backend::{
+    CallHandler, ClientAuth, ClientError, ClientTls, ConnectOptions, RunRequest, ScriptCall, SidecarClient, ToolOutcome,
+};
 use tonic_health::pb::health_check_response::ServingStatus;
 
 /// The message of a refused client's status; anything else fails the test.
@@ -32,7 +34,8 @@ async fn refused_unauthenticated(url: &str) -> f64 {
 /// `GET url` with a real HTTP client; the body.
 async fn reqwest_lite(url: &str) -> String {
     use http_body_util::{BodyExt as _, Empty};
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<bytes::Bytes>>();
     let response = client.get(url.parse().unwrap()).await.unwrap();
     String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
 }
@@ -115,11 +118,18 @@ async fn a_token_lets_its_holder_in_and_every_other_client_gets_the_same_refusal
         ],
     );
     let url = format!("http://{}", sidecar.address);
-    let with = |token: Option<&str>| ConnectOptions { auth: ClientAuth { token: token.map(str::to_owned), tls: None }, ..Default::default() };
+    let with = |token: Option<&str>| ConnectOptions {
+        auth: ClientAuth { token: token.map(str::to_owned), tls: None },
+        ..Default::default()
+    };
 
     let missing = unauthenticated(SidecarClient::connect(&url).await.unwrap().describe().await);
-    let wrong = unauthenticated(SidecarClient::connect_with(&url, &with(Some("correct-horse"))).await.unwrap().describe().await);
-    let near = unauthenticated(SidecarClient::connect_with(&url, &with(Some("correct-horse-battery2"))).await.unwrap().describe().await);
+    let wrong = unauthenticated(
+        SidecarClient::connect_with(&url, &with(Some("correct-horse"))).await.unwrap().describe().await,
+    );
+    let near = unauthenticated(
+        SidecarClient::connect_with(&url, &with(Some("correct-horse-battery2"))).await.unwrap().describe().await,
+    );
     assert_eq!(missing, wrong, "one message for every cause");
     assert_eq!(wrong, near, "one message for every cause");
     assert!(!wrong.contains("token"), "no detail leaked: {wrong}");
@@ -167,8 +177,11 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 async fn mtls_admits_clients_with_a_certificate_from_the_ca_only() {
     let dir = tempfile::tempdir().unwrap();
     let (trusted, untrusted) = (pki(), pki());
-    let (cert, key, ca) =
-        (write(dir.path(), "cert.pem", &trusted.server.0), write(dir.path(), "key.pem", &trusted.server.1), write(dir.path(), "ca.pem", &trusted.ca));
+    let (cert, key, ca) = (
+        write(dir.path(), "cert.pem", &trusted.server.0),
+        write(dir.path(), "key.pem", &trusted.server.1),
+        write(dir.path(), "ca.pem", &trusted.ca),
+    );
     let sidecar = SidecarProcess::start_exactly(
         &shared_cache(),
         &["--listen", "127.0.0.1:0", "--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca],
@@ -180,9 +193,11 @@ async fn mtls_admits_clients_with_a_certificate_from_the_ca_only() {
         key_pem: client.1.clone().into_bytes(),
         domain: Some("localhost".into()),
     };
-    let auth = |client| ConnectOptions { auth: ClientAuth { token: None, tls: Some(tls(client)) }, ..Default::default() };
+    let auth =
+        |client| ConnectOptions { auth: ClientAuth { token: None, tls: Some(tls(client)) }, ..Default::default() };
 
-    let good = SidecarClient::connect_with(&url, &auth(&trusted.client)).await.expect("a certificate from the CA is let in");
+    let good =
+        SidecarClient::connect_with(&url, &auth(&trusted.client)).await.expect("a certificate from the CA is let in");
     good.describe().await.expect("a certificate from the CA is let in");
 
     // A certificate from another CA, and none at all: the handshake fails,

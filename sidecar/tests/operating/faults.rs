@@ -75,7 +75,10 @@ impl Backend {
                 ToolSpec::new("send_slow", "Sends, never done.", schema.clone()).requires_approval().concurrency_safe(),
                 never(&hanging),
             )
-            .tool(ToolSpec::new("lookup", "Looks up, never done.", schema.clone()).read_only().concurrency_safe(), never(&hanging))
+            .tool(
+                ToolSpec::new("lookup", "Looks up, never done.", schema.clone()).read_only().concurrency_safe(),
+                never(&hanging),
+            )
             .tool(
                 ToolSpec::new("hang", "Never done.", schema.clone()).read_only().time_limit(Duration::from_millis(300)),
                 executor_fn(|_, _| std::future::pending()),
@@ -115,9 +118,14 @@ async fn within<F: Future<Output = bool>>(what: &str, mut condition: impl FnMut(
 /// True when the sidecar at `url` holds no run, slot or waiting place.
 async fn all_freed(url: &str) -> bool {
     let metrics = Metrics::scrape(url).await;
-    ["tether_sidecar_runs_live", "tether_sidecar_runs_waiting_on_tools", "tether_sidecar_slots_in_use", "tether_sidecar_guest_memory_bytes"]
-        .iter()
-        .all(|gauge| metrics.value(gauge, &[]) == 0.0)
+    [
+        "tether_sidecar_runs_live",
+        "tether_sidecar_runs_waiting_on_tools",
+        "tether_sidecar_slots_in_use",
+        "tether_sidecar_guest_memory_bytes",
+    ]
+    .iter()
+    .all(|gauge| metrics.value(gauge, &[]) == 0.0)
 }
 
 /// Asserts a run can still be carried out on `sidecar`.
@@ -211,7 +219,8 @@ impl CallHandler for NeverAnswers {
 #[tokio::test]
 #[ignore = "the backend child process of `a_backend_killed_mid_call_…`; that test starts it"]
 async fn backend_child() {
-    let address = std::env::var(CHILD_SIDECAR).expect("run by `a_backend_killed_mid_call_…`, which sets the sidecar's address");
+    let address =
+        std::env::var(CHILD_SIDECAR).expect("run by `a_backend_killed_mid_call_…`, which sets the sidecar's address");
     let client = SidecarClient::connect(&address).await.unwrap();
     let outcome = client.run(RunRequest::python("child-run", "call('hold')"), &NeverAnswers).await;
     panic!("the run was to be killed while waiting, yet ended: {outcome:?}");
@@ -315,7 +324,11 @@ impl StallingProxy {
     }
 }
 
-async fn pump(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp::OwnedWriteHalf, stalled: CancellationToken) {
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    stalled: CancellationToken,
+) {
     let mut buffer = vec![0; 16 << 10];
     loop {
         tokio::select! {
@@ -335,13 +348,25 @@ async fn pump(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp:
 async fn a_stalled_connection_is_found_by_keepalive_and_the_run_ends_on_both_sides() {
     let sidecar = SidecarProcess::start(
         &shared_cache(),
-        &["--metrics-listen", "127.0.0.1:0", "--keepalive-interval-seconds", "0.5", "--keepalive-timeout-seconds", "0.5"],
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--keepalive-interval-seconds",
+            "0.5",
+            "--keepalive-timeout-seconds",
+            "0.5",
+        ],
     );
     let url = sidecar.metrics_url.clone().unwrap();
     sidecar.wait_for_health("", ServingStatus::Serving).await;
     let proxy = StallingProxy::to(&sidecar.address).await;
     let keepalive = Keepalive { interval: Duration::from_millis(500), timeout: Duration::from_millis(500) };
-    let client = SidecarClient::connect_with(&format!("http://{}", proxy.address), &ConnectOptions { keepalive, ..Default::default() }).await.unwrap();
+    let client = SidecarClient::connect_with(
+        &format!("http://{}", proxy.address),
+        &ConnectOptions { keepalive, ..Default::default() },
+    )
+    .await
+    .unwrap();
     let backend = Backend::new(client, PolicyApprover::approve_all());
 
     let run = backend.script("call('lookup')");

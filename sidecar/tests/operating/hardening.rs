@@ -10,7 +10,10 @@ use tether_backend::SidecarClient;
 /// The line of `/proc/<pid>/<file>` that starts with `prefix`.
 fn proc_line(pid: u32, file: &str, prefix: &str) -> String {
     let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap();
-    text.lines().find(|line| line.starts_with(prefix)).unwrap_or_else(|| panic!("no `{prefix}` in {file}:\n{text}")).to_owned()
+    text.lines()
+        .find(|line| line.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` in {file}:\n{text}"))
+        .to_owned()
 }
 
 /// The fields of a `/proc/<pid>/status` line after its name.
@@ -31,7 +34,10 @@ async fn serves(socket: &std::path::Path) {
 async fn no_new_privileges_no_core_dumps_and_the_open_file_limit() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s.sock");
-    let sidecar = SidecarProcess::start_exactly(&shared_cache(), &["--socket", socket.to_str().unwrap(), "--max-open-files", "1000"]);
+    let sidecar = SidecarProcess::start_exactly(
+        &shared_cache(),
+        &["--socket", socket.to_str().unwrap(), "--max-open-files", "1000"],
+    );
     let pid = sidecar.pid();
     assert_eq!(status_fields(pid, "NoNewPrivs:"), ["1"]);
     let core = proc_line(pid, "limits", "Max core file size");
@@ -54,8 +60,10 @@ async fn started_as_root_it_drops_to_the_user_and_still_serves() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s.sock");
     // The backend (this test) is root, so it is allowed by uid explicitly.
-    let sidecar =
-        SidecarProcess::start_exactly(&shared_cache(), &["--socket", socket.to_str().unwrap(), "--user", "65534:65533", "--allow-uid", "0"]);
+    let sidecar = SidecarProcess::start_exactly(
+        &shared_cache(),
+        &["--socket", socket.to_str().unwrap(), "--user", "65534:65533", "--allow-uid", "0"],
+    );
     let pid = sidecar.pid();
     assert_eq!(status_fields(pid, "Uid:"), ["65534"; 4], "real, effective, saved and filesystem uid");
     assert_eq!(status_fields(pid, "Gid:"), ["65533"; 4], "real, effective, saved and filesystem gid");
@@ -78,12 +86,16 @@ async fn started_as_root_it_drops_to_the_user_and_still_serves() {
 #[tokio::test]
 async fn unshare_net_puts_the_sidecar_in_a_network_namespace_of_its_own() {
     if !is_root() {
-        eprintln!("skipped: a new network namespace needs CAP_SYS_ADMIN, and this test runs as uid {}", nix::unistd::Uid::current());
+        eprintln!(
+            "skipped: a new network namespace needs CAP_SYS_ADMIN, and this test runs as uid {}",
+            nix::unistd::Uid::current()
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s.sock");
-    let sidecar = SidecarProcess::start_exactly(&shared_cache(), &["--socket", socket.to_str().unwrap(), "--unshare-net"]);
+    let sidecar =
+        SidecarProcess::start_exactly(&shared_cache(), &["--socket", socket.to_str().unwrap(), "--unshare-net"]);
     let pid = sidecar.pid();
     let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
     let theirs = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();

@@ -40,10 +40,8 @@ async fn the_health_listener_serves_health_only_and_unknown_services_are_not_fou
     let mut probe = SidecarProcess::health_client(&address).await;
     assert_eq!(check(&mut probe, "").await, ServingStatus::Serving);
     assert_eq!(check(&mut probe, "liveness").await, ServingStatus::Serving);
-    let unknown = probe
-        .check(tonic_health::pb::HealthCheckRequest { service: "tether.v1.Nope".into() })
-        .await
-        .unwrap_err();
+    let unknown =
+        probe.check(tonic_health::pb::HealthCheckRequest { service: "tether.v1.Nope".into() }).await.unwrap_err();
     assert_eq!(unknown.code(), tonic::Code::NotFound, "{unknown:?}");
     assert!(unknown.message().contains("liveness"), "the message names the services there are: {unknown:?}");
 

@@ -111,7 +111,9 @@ async fn an_idle_sidecar_gives_a_bursts_memory_back_and_runs_that_keep_coming_ke
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let released = rss_kib(&sidecar);
-    eprintln!("RSS: {baseline} KiB before the burst, {after_burst} KiB after, {steady} KiB while runs kept coming, {released} KiB after the idle release");
+    eprintln!(
+        "RSS: {baseline} KiB before the burst, {after_burst} KiB after, {steady} KiB while runs kept coming, {released} KiB after the idle release"
+    );
     assert!(
         released <= baseline + baseline / 10,
         "RSS after the idle release: {released} KiB, baseline {baseline} KiB, after the burst {after_burst} KiB"

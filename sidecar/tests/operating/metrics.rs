@@ -15,7 +15,8 @@ pub async fn get(url: &str) -> (u16, String, String) {
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
     let response = client.get(url.parse().unwrap()).await.unwrap();
     let status = response.status().as_u16();
-    let content_type = response.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+    let content_type =
+        response.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
     let body = response.into_body().collect().await.unwrap().to_bytes();
     (status, content_type, String::from_utf8(body.to_vec()).unwrap())
 }
@@ -82,7 +83,8 @@ async fn counters_gauges_and_histograms_follow_the_runs() {
     assert_eq!(ok.finished().await.status(), pb::RunStatus::Ok);
 
     // A failure: the backend refuses the call, then the script raises.
-    let mut failing = Run::open(&mut client, "fails", "r = call('send')\nraise ValueError(r['error']['code'])").await.unwrap();
+    let mut failing =
+        Run::open(&mut client, "fails", "r = call('send')\nraise ValueError(r['error']['code'])").await.unwrap();
     let call = failing.tool_call().await;
     failing.fail(&call.id, "policy_denied").await;
     let finished = failing.finished().await;
@@ -128,10 +130,8 @@ async fn counters_gauges_and_histograms_follow_the_runs() {
 
 #[tokio::test]
 async fn a_drain_shows_in_the_metrics_with_the_runs_it_refused() {
-    let sidecar = SidecarProcess::start(
-        &shared_cache(),
-        &["--metrics-listen", "127.0.0.1:0", "--drain-deadline-seconds", "600"],
-    );
+    let sidecar =
+        SidecarProcess::start(&shared_cache(), &["--metrics-listen", "127.0.0.1:0", "--drain-deadline-seconds", "600"]);
     let url = sidecar.metrics_url.clone().unwrap();
     sidecar.wait_for_health("", ServingStatus::Serving).await;
     let mut held = Run::open(&mut sidecar.client().await, "held", "call('hold')['ok']").await.unwrap();

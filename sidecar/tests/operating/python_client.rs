@@ -53,6 +53,10 @@ async fn a_python_grpc_client_follows_every_stream_rule_over_tcp_and_a_unix_sock
         .expect("python3 runs");
     drop(sidecar);
     let report = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "the Python client found broken rules:\n{report}\n{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "the Python client found broken rules:\n{report}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     assert!(report.contains("unix:") && report.contains("127.0.0.1:"), "both transports were tried:\n{report}");
 }

@@ -2,10 +2,10 @@
 //! own client: what `grpcurl -plaintext ADDR list` shows.
 
 use crate::support::{SidecarProcess, channel, shared_cache};
+use tonic_reflection::pb::v1::ServerReflectionRequest;
 use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
 use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-use tonic_reflection::pb::v1::ServerReflectionRequest;
 
 async fn ask(address: &str, request: MessageRequest) -> MessageResponse {
     let mut client = ServerReflectionClient::new(channel(address).await);
@@ -17,7 +17,8 @@ async fn ask(address: &str, request: MessageRequest) -> MessageResponse {
 #[tokio::test]
 async fn reflection_lists_the_sidecar_health_and_reflection_and_describes_the_sidecar() {
     let sidecar = SidecarProcess::start(&shared_cache(), &[]);
-    let MessageResponse::ListServicesResponse(list) = ask(&sidecar.address, MessageRequest::ListServices(String::new())).await
+    let MessageResponse::ListServicesResponse(list) =
+        ask(&sidecar.address, MessageRequest::ListServices(String::new())).await
     else {
         panic!("expected the list of services");
     };

@@ -10,9 +10,9 @@ use tether_proto::pb::{self, backend_message, sidecar_client::SidecarClient, sid
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 
 /// How long anything a test waits for may take on a loaded 2-core machine
 /// (a cold compile of the Python guest included). Only a bound, never a
@@ -233,14 +233,20 @@ impl Run {
 
     async fn send_result(&self, id: &str, outcome: pb::tool_result::Outcome) {
         let result = pb::ToolResult { id: id.into(), outcome: Some(outcome) };
-        self.to_sidecar.send(pb::BackendMessage { kind: Some(backend_message::Kind::ToolResult(result)) }).await.unwrap();
+        self.to_sidecar
+            .send(pb::BackendMessage { kind: Some(backend_message::Kind::ToolResult(result)) })
+            .await
+            .unwrap();
     }
 
     /// Reads to `Finished` (answering no calls) and checks the stream then ends OK.
     pub async fn finished(&mut self) -> pb::Finished {
         match self.next().await {
             sidecar_message::Kind::Finished(finished) => {
-                assert!(matches!(self.from_sidecar.message().await, Ok(None)), "the stream ends with OK after `Finished`");
+                assert!(
+                    matches!(self.from_sidecar.message().await, Ok(None)),
+                    "the stream ends with OK after `Finished`"
+                );
                 finished
             }
             other => panic!("expected `Finished`, got {other:?}"),

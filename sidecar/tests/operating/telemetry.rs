@@ -236,9 +236,8 @@ async fn one_trace_runs_from_the_run_script_call_through_the_sidecar_to_each_nes
         .add_tool(ScriptTool::new(client).into_tool().unwrap())
         .build()
         .unwrap();
-    let result = turn
-        .execute(CallRequest::new("call_1", "run_script", json!({"code": SCRIPT})), CallOrigin::Model)
-        .await;
+    let result =
+        turn.execute(CallRequest::new("call_1", "run_script", json!({"code": SCRIPT})), CallOrigin::Model).await;
     assert_eq!(result.to_model_value()["value"]["result"], json!([true, "not_found", "tool_not_found"]), "{result:?}");
 
     telemetry.shutdown().await;
@@ -249,7 +248,9 @@ async fn one_trace_runs_from_the_run_script_call_through_the_sidecar_to_each_nes
     let find = |service: &str, name: &str, call_id: &str| -> Exported {
         let found: Vec<&Exported> = spans
             .iter()
-            .filter(|s| s.service == service && s.span.name == name && s.str_attr("call_id").as_deref() == Some(call_id))
+            .filter(|s| {
+                s.service == service && s.span.name == name && s.str_attr("call_id").as_deref() == Some(call_id)
+            })
             .collect();
         assert_eq!(found.len(), 1, "one `{name}` span of {service} for call `{call_id}`; all spans: {spans:#?}");
         found[0].clone()
@@ -334,16 +335,17 @@ impl CallHandler for Pong {
 
 #[tokio::test]
 async fn json_logs_carry_the_run_and_call_span_fields_on_every_line() {
-    let mut sidecar =
-        SidecarProcess::start(&["--log-format", "json"], "info,tether_sidecar=debug").await;
+    let mut sidecar = SidecarProcess::start(&["--log-format", "json"], "info,tether_sidecar=debug").await;
     let client = SidecarClient::connect(&sidecar.url).await.unwrap();
     let request = RunRequest {
         turn_id: "turn-json".into(),
         parent_call_id: "call_9".into(),
         ..RunRequest::python("run-json", "ping()\n'done'")
     };
-    let request =
-        RunRequest { tools: vec![tether_backend::ToolDef::new("ping", "Answers at once.", json!({"type": "object"}))], ..request };
+    let request = RunRequest {
+        tools: vec![tether_backend::ToolDef::new("ping", "Answers at once.", json!({"type": "object"}))],
+        ..request
+    };
     let outcome = client.run(request, &Pong).await.unwrap();
     assert!(outcome.is_ok(), "{outcome:?}");
     let lines = sidecar.stop().await;

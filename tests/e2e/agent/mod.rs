@@ -3,7 +3,6 @@
 //! deadline of a call tree.
 
 use crate::support::sidecar;
-use tether_tests::fake_model::{FakeModel, Reply, call};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,14 +13,27 @@ use tether_backend::agent::{
 use tether_backend::turn::{
     Code, LedgerState, PolicyApprover, ScriptTool, ToolOutput, ToolSpec, Turn, TurnBuilder, executor_fn,
 };
+use tether_tests::fake_model::{FakeModel, Reply, call};
 
 fn agent(fake: &FakeModel) -> AgentConfig {
-    AgentConfig { base_url: fake.base_url.clone(), model: "fake".into(), api_key_env: None, system_prompt: None, tools: vec![] }
+    AgentConfig {
+        base_url: fake.base_url.clone(),
+        model: "fake".into(),
+        api_key_env: None,
+        system_prompt: None,
+        tools: vec![],
+    }
 }
 
 fn unreachable_agent() -> AgentConfig {
     // Port 1 on loopback: nothing listens, the connection is refused.
-    AgentConfig { base_url: "http://127.0.0.1:1/v1".into(), model: "gone".into(), api_key_env: None, system_prompt: None, tools: vec![] }
+    AgentConfig {
+        base_url: "http://127.0.0.1:1/v1".into(),
+        model: "gone".into(),
+        api_key_env: None,
+        system_prompt: None,
+        tools: vec![],
+    }
 }
 
 fn plain_setup() -> NestedTurnSetup {
@@ -34,11 +46,17 @@ fn with_tools(builder: TurnBuilder) -> TurnBuilder {
     builder
         .tool(
             ToolSpec::new("lookup", "Looks a record up by id.", object).read_only(),
-            executor_fn(|_, args: Value| async move { Ok(ToolOutput::new(json!({"id": args["id"], "name": "thing"}))) }),
+            executor_fn(
+                |_, args: Value| async move { Ok(ToolOutput::new(json!({"id": args["id"], "name": "thing"}))) },
+            ),
         )
         .tool(
-            ToolSpec::new("send_email", "Sends an email.", json!({"type": "object", "properties": {"to": {"type": "string"}}}))
-                .requires_approval(),
+            ToolSpec::new(
+                "send_email",
+                "Sends an email.",
+                json!({"type": "object", "properties": {"to": {"type": "string"}}}),
+            )
+            .requires_approval(),
             executor_fn(|_, _| async { Ok(ToolOutput::new(json!("sent"))) }),
         )
 }
@@ -74,7 +92,10 @@ async fn the_model_calls_a_tool_a_script_and_an_agent_gets_refusals_as_values_an
     let offered = main.tools_offered(0);
     assert_eq!(offered, ["lookup", "send_email", "run_script", "agent_helper"], "never agent_main: the caller itself");
     let script_tool = &main.requests()[0]["tools"][2]["function"]["description"];
-    assert!(script_tool.as_str().unwrap().contains("def agent_helper("), "the stubs list the agent tool: {script_tool}");
+    assert!(
+        script_tool.as_str().unwrap().contains("def agent_helper("),
+        "the stubs list the agent tool: {script_tool}"
+    );
 
     assert_eq!(main.tool_result(1, "c1"), json!({"ok": true, "value": {"id": "a", "name": "thing"}, "error": null}));
     let ran = main.tool_result(2, "c2");
@@ -90,7 +111,11 @@ async fn the_model_calls_a_tool_a_script_and_an_agent_gets_refusals_as_values_an
     let asked = helper.requests();
     assert_eq!(asked.len(), 1);
     let messages = asked[0]["messages"].as_array().unwrap();
-    assert_eq!((messages.len(), messages[1]["content"].as_str()), (2, Some("summarise b")), "system + the request only");
+    assert_eq!(
+        (messages.len(), messages[1]["content"].as_str()),
+        (2, Some("summarise b")),
+        "system + the request only"
+    );
     assert_eq!(helper.tools_offered(0), Vec::<String>::new(), "no agent tools: main encloses it, helper is itself");
 
     // The agent call went through the one path at depth 1, as a script call.
@@ -108,7 +133,11 @@ async fn the_model_calls_a_tool_a_script_and_an_agent_gets_refusals_as_values_an
 
 #[tokio::test]
 async fn a_cycle_is_refused_and_an_unreachable_agent_is_a_failure_value_and_the_turn_goes_on() {
-    let b = FakeModel::start(vec![call("b1", "agent_main", json!({"request": "back to you"})), Reply::Text("b done".into())]).await;
+    let b = FakeModel::start(vec![
+        call("b1", "agent_main", json!({"request": "back to you"})),
+        Reply::Text("b done".into()),
+    ])
+    .await;
     let main = FakeModel::start(vec![
         call("c1", "agent_main", json!({"request": "myself"})),
         call("c2", "agent_gone", json!({"request": "anyone?"})),
@@ -122,8 +151,12 @@ async fn a_cycle_is_refused_and_an_unreachable_agent_is_a_failure_value_and_the_
         AgentToolEntry::new("b", "B."),
     ];
     let config = AgentsConfig {
-        agents: [("main".to_owned(), agent(&main)), ("gone".to_owned(), unreachable_agent()), ("b".to_owned(), agent(&b))]
-            .into(),
+        agents: [
+            ("main".to_owned(), agent(&main)),
+            ("gone".to_owned(), unreachable_agent()),
+            ("b".to_owned(), agent(&b)),
+        ]
+        .into(),
         agent_tools: global,
     };
     let peers = PeerAgents::new(config, plain_setup(), Arc::new(AgentEventLog::new()));
@@ -140,7 +173,10 @@ async fn a_cycle_is_refused_and_an_unreachable_agent_is_a_failure_value_and_the_
     let gone = main.tool_result(2, "c2");
     assert_eq!(gone["error"]["code"], "tool_failed", "{gone}");
     let message = gone["error"]["message"].as_str().unwrap();
-    assert!(message.contains("agent `gone`") && message.contains("cannot reach"), "says which agent and why: {message}");
+    assert!(
+        message.contains("agent `gone`") && message.contains("cannot reach"),
+        "says which agent and why: {message}"
+    );
     assert_eq!(main.tool_result(3, "c3"), json!({"ok": true, "value": "b done", "error": null}));
 
     // Inside b's turn, neither b nor main (which encloses it) is offered: A → B → A is refused.
@@ -176,11 +212,7 @@ async fn one_deadline_cuts_a_deep_chain_at_one_instant_and_the_tool_set_shrinks_
 
     let run = peers.agent_loop("a").unwrap().run(&turn, vec![json!({"role": "user", "content": "go"})]).await;
     let ended = tokio::time::Instant::now();
-    assert!(
-        matches!(run.result, Err(AgentError::TurnEnded { code: Code::TurnDeadlineExceeded })),
-        "{:?}",
-        run.result
-    );
+    assert!(matches!(run.result, Err(AgentError::TurnEnded { code: Code::TurnDeadlineExceeded })), "{:?}", run.result);
     assert!(ended >= deadline, "the chain ends at the deadline, not before");
 
     let nested: Vec<_> = events
@@ -191,7 +223,11 @@ async fn one_deadline_cuts_a_deep_chain_at_one_instant_and_the_tool_set_shrinks_
             _ => None,
         })
         .collect();
-    assert_eq!(nested, [("b".to_owned(), 1, Some(deadline)), ("c".to_owned(), 2, Some(deadline))], "ONE deadline, never a sum");
+    assert_eq!(
+        nested,
+        [("b".to_owned(), 1, Some(deadline)), ("c".to_owned(), 2, Some(deadline))],
+        "ONE deadline, never a sum"
+    );
     assert_eq!(a.requests().len(), 1, "a is not asked again once the turn ended");
     assert_eq!(c.requests().len(), 1);
     assert_eq!(a.tools_offered(0), ["agent_b", "agent_c", "agent_d"]);
@@ -212,7 +248,12 @@ async fn a_failed_model_call_is_retried_only_while_no_approval_required_action_r
     assert_eq!((run.result.unwrap(), run.model_requests), ("fine".to_owned(), 2));
 
     // An approved email went out, then the model failed: no second call to recover (seed 004).
-    let failing = FakeModel::start(vec![call("m1", "send_email", json!({"to": "boss"})), Reply::Status(500), Reply::Text("never".into())]).await;
+    let failing = FakeModel::start(vec![
+        call("m1", "send_email", json!({"to": "boss"})),
+        Reply::Status(500),
+        Reply::Text("never".into()),
+    ])
+    .await;
     let endpoint = ChatEndpoint::new(&failing.base_url, "fake", None).unwrap();
     let turn = with_tools(Turn::builder("t-004")).approver(Arc::new(PolicyApprover::approve_all())).build().unwrap();
     let run = AgentLoop::new(endpoint).run(&turn, vec![json!({"role": "user", "content": "mail the boss"})]).await;

@@ -78,7 +78,8 @@ impl Case {
         let body = || lines[..lines.len() - 1].join("\n");
         let wrapped = |wrap: &str, suffix: &str| -> Result<String, String> {
             let code = &lines[..lines.len() - 1];
-            let (result_line, before) = code.split_last().ok_or_else(|| format!("{file}: no code before `# Return`"))?;
+            let (result_line, before) =
+                code.split_last().ok_or_else(|| format!("{file}: no code before `# Return`"))?;
             if result_line.starts_with([' ', '\t', '#']) || result_line.trim().is_empty() {
                 return Err(format!("{file}: the line before `# Return` is not a top-level expression"));
             }
@@ -126,7 +127,8 @@ impl Case {
                 Ok(())
             }
             (Expectation::Traceback(expected), Err(error)) => {
-                let actual = error.traceback.replace(&format!("File \"{SCRIPT_NAME}\""), &format!("File \"{}\"", self.file));
+                let actual =
+                    error.traceback.replace(&format!("File \"{SCRIPT_NAME}\""), &format!("File \"{}\"", self.file));
                 if actual.trim_end() == expected.trim_end() {
                     Ok(())
                 } else {
@@ -161,7 +163,8 @@ pub struct Failure {
 impl Failure {
     /// `Type: message (line N)`, for reports.
     pub fn summary(&self) -> String {
-        let line = self.traceback.rsplit_once(", line ").map(|(_, rest)| rest.split([',', '\n']).next().unwrap_or(rest));
+        let line =
+            self.traceback.rsplit_once(", line ").map(|(_, rest)| rest.split([',', '\n']).next().unwrap_or(rest));
         match line {
             Some(line) => format!("{}: {} (line {line})", self.exception_type, self.message),
             None => format!("{}: {}", self.exception_type, self.message),
@@ -204,7 +207,9 @@ pub fn py_str_repr(text: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if (c as u32) < 0x20 || (0x7f..0xa0).contains(&(c as u32)) => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || (0x7f..0xa0).contains(&(c as u32)) => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c => out.push(c),
         }
     }
@@ -264,7 +269,9 @@ mod tests {
 
     #[test]
     fn xfail_cases_pass_by_failing() {
-        let case = Case::parse("a.py", "# /// monty\n# xfail = ['monty']\n# ///\nx = [1]\nx += 2\n# Raise=TypeError('x')").unwrap();
+        let case =
+            Case::parse("a.py", "# /// monty\n# xfail = ['monty']\n# ///\nx = [1]\nx += 2\n# Raise=TypeError('x')")
+                .unwrap();
         assert!(case.xfail);
         assert_eq!(case.judge(&failure("TypeError", "y", "TypeError: y")), Ok(()));
         assert!(case.judge(&failure("TypeError", "x", "TypeError: x")).is_err());
@@ -275,7 +282,9 @@ mod tests {
     fn harness_host_features_are_noticed() {
         let case = Case::parse("a.py", "# /// monty\n# call-external = true\n# ///\nadd_ints(1, 2)\n").unwrap();
         assert!(case.needs_harness_host);
-        assert!(Case::parse("a.py", "# /// monty\n# timezone = 'Europe/London'\n# ///\n1\n").unwrap().needs_harness_host);
+        assert!(
+            Case::parse("a.py", "# /// monty\n# timezone = 'Europe/London'\n# ///\n1\n").unwrap().needs_harness_host
+        );
         assert!(!Case::parse("a.py", "# /// monty\n# run-async = true\n# ///\n1\n").unwrap().needs_harness_host);
     }
 

@@ -15,7 +15,8 @@ pub fn test_cases_dir() -> Result<PathBuf, String> {
     if let Some(dir) = std::env::var_os("TETHER_MONTY_TEST_CASES") {
         return Ok(PathBuf::from(dir));
     }
-    let cargo = std::env::var("CARGO").ok().or_else(|| option_env!("CARGO").map(str::to_owned)).unwrap_or("cargo".into());
+    let cargo =
+        std::env::var("CARGO").ok().or_else(|| option_env!("CARGO").map(str::to_owned)).unwrap_or("cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
     // Only this platform's packages: a clean build has downloaded no others
     // (e.g. the `windows` crate some dependencies name for Windows only).
@@ -34,7 +35,9 @@ pub fn test_cases_dir() -> Result<PathBuf, String> {
         .map_err(|error| format!("could not run `{cargo} metadata`: {error}; set TETHER_MONTY_TEST_CASES"))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(format!("`cargo metadata` failed (run `cargo fetch` first, or set TETHER_MONTY_TEST_CASES): {stderr}"));
+        return Err(format!(
+            "`cargo metadata` failed (run `cargo fetch` first, or set TETHER_MONTY_TEST_CASES): {stderr}"
+        ));
     }
     let metadata: serde_json::Value =
         serde_json::from_slice(&output.stdout).map_err(|error| format!("`cargo metadata` printed no JSON: {error}"))?;

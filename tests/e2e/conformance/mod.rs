@@ -224,7 +224,10 @@ async fn run_sandbox(client: &SidecarClient, cases: &Arc<Vec<Case>>) -> Vec<Obse
         runs.spawn(async move {
             let _permit = permits.acquire_owned().await.expect("the semaphore is never closed");
             let case = &cases[index];
-            let request = RunRequest { turn_id: "conformance".into(), ..RunRequest::python(case.file.clone(), case.source.clone()) };
+            let request = RunRequest {
+                turn_id: "conformance".into(),
+                ..RunRequest::python(case.file.clone(), case.source.clone())
+            };
             let outcome = client.run(request, &NoTools).await.unwrap_or_else(|error| panic!("{}: {error}", case.file));
             (index, observed(outcome))
         });

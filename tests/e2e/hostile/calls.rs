@@ -163,6 +163,10 @@ async fn a_giant_tool_name_is_refused_without_breaking_the_stream() {
     assert_eq!((&result[0], &result[1]), (&json!(false), &json!("tool_not_found")), "{result}");
     let refused = recorder.refused.lock().unwrap().clone();
     assert_eq!(refused.len(), 1, "the backend hears of it, to audit it");
-    assert!(refused[0].name.len() <= 256 && refused[0].message.contains("names are at most"), "{:?}", refused[0].message);
+    assert!(
+        refused[0].name.len() <= 256 && refused[0].message.contains("names are at most"),
+        "{:?}",
+        refused[0].message
+    );
     assert_still_works(&client).await;
 }

@@ -157,7 +157,9 @@ async fn a_forged_id_on_one_stream_leaves_the_other_run_waiting_for_its_own_answ
 async fn a_result_with_no_outcome_is_refused() {
     let mut run = RawRun::open("empty", "call('a')").await;
     let call = run.next_call().await;
-    let empty = pb::BackendMessage { kind: Some(backend_message::Kind::ToolResult(pb::ToolResult { id: call.id.clone(), outcome: None })) };
+    let empty = pb::BackendMessage {
+        kind: Some(backend_message::Kind::ToolResult(pb::ToolResult { id: call.id.clone(), outcome: None })),
+    };
     run.send(empty).await;
     run.assert_refused("has neither").await;
     assert_still_works(&shared_client().await).await;
@@ -182,7 +184,10 @@ async fn a_value_that_is_not_json_fails_that_call_only() {
     run.send(answer(&second.id, "2")).await;
     let finished = run.finished().await;
     assert_eq!(finished.status, pb::RunStatus::Ok as i32, "{finished:?}");
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&finished.result_json).unwrap(), json!([false, "invalid_result", 2]));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&finished.result_json).unwrap(),
+        json!([false, "invalid_result", 2])
+    );
     assert_still_works(&shared_client().await).await;
 }
 

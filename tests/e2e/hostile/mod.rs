@@ -85,7 +85,9 @@ pub async fn alongside<T>(client: &SidecarClient, hostile: impl Future<Output = 
         let (client, recorder) = (client.clone(), recorder.clone());
         tokio::spawn(async move { client.run(python(BYSTANDER), recorder.as_ref()).await })
     };
-    tokio::time::timeout(Duration::from_secs(60), recorder.entered.notified()).await.expect("the bystander waits on `hold`");
+    tokio::time::timeout(Duration::from_secs(60), recorder.entered.notified())
+        .await
+        .expect("the bystander waits on `hold`");
     let value = hostile.await;
     recorder.release();
     let outcome = bystander.await.unwrap().expect("the bystander run completes");

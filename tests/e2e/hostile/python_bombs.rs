@@ -49,7 +49,8 @@ async fn an_infinite_loop_ends_at_the_cpu_limit() {
 
 #[tokio::test]
 async fn a_loop_that_swallows_every_exception_still_ends() {
-    let source = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass\n";
+    let source =
+        "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass\n";
     assert_cpu_limit(&bomb(source, cpu_limited()).await);
 }
 
@@ -104,7 +105,9 @@ async fn a_list_larger_than_the_address_space_is_a_clear_error() {
 
 #[tokio::test]
 async fn a_dict_bomb_ends_at_the_memory_limit() {
-    assert_memory_limit(&bomb("d = {}\ni = 0\nwhile True:\n    d[i] = str(i) * 10\n    i += 1\n", memory_limited()).await);
+    assert_memory_limit(
+        &bomb("d = {}\ni = 0\nwhile True:\n    d[i] = str(i) * 10\n    i += 1\n", memory_limited()).await,
+    );
 }
 
 #[tokio::test]
@@ -193,7 +196,8 @@ async fn one_giant_print_is_truncated() {
 #[tokio::test]
 async fn a_stderr_flood_is_truncated_too() {
     let limits = pb::Limits { output_bytes: 2048, ..Default::default() };
-    let source = "import sys\nfor i in range(50000):\n    print('err', i, file=sys.stderr)\n    print('out', i)\n'survived'";
+    let source =
+        "import sys\nfor i in range(50000):\n    print('err', i, file=sys.stderr)\n    print('out', i)\n'survived'";
     let outcome = bomb(source, limits).await;
     assert_eq!(outcome.result, Some(json!("survived")), "{outcome:#?}");
     assert!(outcome.output_truncated);

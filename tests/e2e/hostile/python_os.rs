@@ -102,8 +102,12 @@ async fn checking_that_a_file_exists_is_refused() {
 
 #[tokio::test]
 async fn a_socket_cannot_be_imported() {
-    refused("import socket\ns = socket.create_connection(('example.com', 80))", "ModuleNotFoundError", &["No module named 'socket'", TOOLS])
-        .await;
+    refused(
+        "import socket\ns = socket.create_connection(('example.com', 80))",
+        "ModuleNotFoundError",
+        &["No module named 'socket'", TOOLS],
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -116,8 +116,11 @@ async fn arguments_nested_deep_but_readable_come_back_refused_as_a_result() {
 
 #[tokio::test]
 async fn arguments_that_are_not_an_object_fail_that_call_only() {
-    let (outcome, recorder) =
-        hostile(r#"raw-call {"calls": [{"name": "echo", "args": [1, 2]}, {"name": "echo", "args": {"ok": 1}}]}"#, Default::default()).await;
+    let (outcome, recorder) = hostile(
+        r#"raw-call {"calls": [{"name": "echo", "args": [1, 2]}, {"name": "echo", "args": {"ok": 1}}]}"#,
+        Default::default(),
+    )
+    .await;
     assert_eq!(outcome.status, pb::RunStatus::Ok, "{outcome:#?}");
     let response: serde_json::Value = serde_json::from_str(outcome.result.unwrap()[0].as_str().unwrap()).unwrap();
     assert_eq!(response["results"][0]["error"]["code"], json!("invalid_arguments"), "{response}");

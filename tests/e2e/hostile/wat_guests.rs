@@ -160,7 +160,8 @@ async fn a_loop_forever_ends_at_the_cpu_limit() {
 
 #[tokio::test]
 async fn growing_memory_forever_ends_at_the_memory_limit() {
-    let outcome = hostile("wat-grow", pb::Limits { memory_bytes: 32 << 20, cpu_time_ms: 5000, ..Default::default() }).await;
+    let outcome =
+        hostile("wat-grow", pb::Limits { memory_bytes: 32 << 20, cpu_time_ms: 5000, ..Default::default() }).await;
     assert_failed(&outcome, pb::RunStatus::LimitExceeded, "memory_limit", &["memory_bytes"]);
 }
 

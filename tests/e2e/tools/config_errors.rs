@@ -17,15 +17,27 @@ fn load(text: &str) -> (tempfile::TempDir, Result<Config, ConfigError>) {
 fn every_mistake_names_the_file_the_key_and_the_fix() {
     let cases = [
         ("[mcp.files]\ncomand = [\"x\"]\n", "`mcp.files.comand`: unknown key; did you mean `command`?"),
-        ("[[tools]]\nname = \"w\"\nkind = \"htp\"\n", "`tools[0].kind`: `htp` is not a kind of tool; write one of: http, command, sqlite, static"),
+        (
+            "[[tools]]\nname = \"w\"\nkind = \"htp\"\n",
+            "`tools[0].kind`: `htp` is not a kind of tool; write one of: http, command, sqlite, static",
+        ),
         (
             "[[tools]]\nname = \"w\"\nkind = \"http\"\ndescription = \"d\"\nurl = \"http://h\"\nheaders = { A = \"${TETHER_NO_SUCH_VAR}\" }\n",
             "`tools[0](`w`).headers.A`: the environment variable `TETHER_NO_SUCH_VAR` is not set; set it in the backend's environment",
         ),
-        ("[[tools]]\nname = \"w\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\ntimeout = \"fast\"\n", "`tools[0](`w`).timeout`: `fast` is not a duration"),
-        ("[mcp.files]\ncommand = [\"x\"]\nurl = \"http://h/mcp\"\n", "`mcp.files`: has both `command` and `url`; keep `command`"),
+        (
+            "[[tools]]\nname = \"w\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\ntimeout = \"fast\"\n",
+            "`tools[0](`w`).timeout`: `fast` is not a duration",
+        ),
+        (
+            "[mcp.files]\ncommand = [\"x\"]\nurl = \"http://h/mcp\"\n",
+            "`mcp.files`: has both `command` and `url`; keep `command`",
+        ),
         ("[[tools]\nname = 1\n", "`line 1, column"),
-        ("[[tools]]\nname = \"w\"\nkind = \"command\"\ndescription = \"d\"\n", "`tools[0](`w`).command`: is missing or empty; write the program"),
+        (
+            "[[tools]]\nname = \"w\"\nkind = \"command\"\ndescription = \"d\"\n",
+            "`tools[0](`w`).command`: is missing or empty; write the program",
+        ),
     ];
     for (text, expected) in cases {
         let (dir, result) = load(text);
@@ -38,10 +50,17 @@ fn every_mistake_names_the_file_the_key_and_the_fix() {
 
 #[tokio::test]
 async fn two_sources_giving_one_name_is_an_error_that_says_to_use_a_prefix() {
-    let text = format!("[[tools]]\nname = \"echo\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\n[mcp.test]\ncommand = [{TEST_SERVER:?}]\n");
+    let text = format!(
+        "[[tools]]\nname = \"echo\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\n[mcp.test]\ncommand = [{TEST_SERVER:?}]\n"
+    );
     let (_dir, config) = config(&text, &Vars::from_env());
     let error = ToolSet::start(&config).await.unwrap_err().to_string();
-    assert!(error.contains("`mcp.test`: its tool `echo` has the name of `static (tools[0](`echo`))`; give the server a `prefix`"), "{error}");
+    assert!(
+        error.contains(
+            "`mcp.test`: its tool `echo` has the name of `static (tools[0](`echo`))`; give the server a `prefix`"
+        ),
+        "{error}"
+    );
 }
 
 #[test]

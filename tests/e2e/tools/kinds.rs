@@ -119,7 +119,10 @@ url = "http://{closed}/x"
     assert_eq!(ok(&world.model("t", "text", json!({})).await), json!("plain words"), "text that is not JSON");
 
     let missing = world.model("m", "missing", json!({})).await;
-    assert_eq!(error(&missing), ("tool_failed".into(), "`missing` reported a failure: HTTP 404 Not Found: no such thing".into()));
+    assert_eq!(
+        error(&missing),
+        ("tool_failed".into(), "`missing` reported a failure: HTTP 404 Not Found: no such thing".into())
+    );
     assert_eq!(missing.status(), CallStatus::Error);
 
     let big = world.model("b", "big", json!({})).await;
@@ -130,7 +133,10 @@ url = "http://{closed}/x"
     let down = world.model("d", "down", json!({})).await;
     let (code, message) = error(&down);
     assert_eq!(code, "tool_failed");
-    assert!(message.contains("`down` was not run: the HTTP endpoint `http://127.0.0.1:") && message.contains("not made"), "{message}");
+    assert!(
+        message.contains("`down` was not run: the HTTP endpoint `http://127.0.0.1:") && message.contains("not made"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -180,7 +186,10 @@ command = ["/nonexistent/tool"]
     assert_eq!(result, json!({"got": {"n": 1, "s": "x"}, "greeting": "hello"}), "stdin and env");
 
     let boom = world.model("b", "boom", json!({})).await;
-    assert_eq!(error(&boom), ("tool_failed".into(), "`boom` reported a failure: exited with status 7; stderr ends: the disk is full".into()));
+    assert_eq!(
+        error(&boom),
+        ("tool_failed".into(), "`boom` reported a failure: exited with status 7; stderr ends: the disk is full".into())
+    );
 
     let chatty = world.model("c", "chatty", json!({})).await;
     let (code, message) = error(&chatty);
@@ -191,12 +200,18 @@ command = ["/nonexistent/tool"]
     let hang = world.model("h", "hang", json!({})).await;
     assert_eq!(error(&hang).0, "tool_timeout");
     let sleeper: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
-    crate::support::eventually(Duration::from_secs(5), "the command's child was killed with its group", || !alive(sleeper)).await;
+    crate::support::eventually(Duration::from_secs(5), "the command's child was killed with its group", || {
+        !alive(sleeper)
+    })
+    .await;
 
     let missing = world.model("m", "missing", json!({})).await;
     let (code, message) = error(&missing);
     assert_eq!(code, "tool_failed");
-    assert!(message.contains("the command `/nonexistent/tool` is not available") && message.contains("not made"), "{message}");
+    assert!(
+        message.contains("the command `/nonexistent/tool` is not available") && message.contains("not made"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -261,13 +276,21 @@ absent = item(name="quill")
     assert_eq!(result["absent"], json!({"code": "not_found", "message": "no item called `quill`"}));
     assert_eq!(result["catalogue"], json!({"name": "Spring", "pages": 12}));
     let ledger = world.turn.ledger().await.unwrap();
-    assert_eq!(ledger.iter().map(|e| e.call.tool.as_str()).collect::<Vec<_>>(), ["add_item"], "only the write has effects");
+    assert_eq!(
+        ledger.iter().map(|e| e.call.tool.as_str()).collect::<Vec<_>>(),
+        ["add_item"],
+        "only the write has effects"
+    );
 
     // A read-only tool whose query writes is refused when the file is loaded, never run.
-    let write = text.replace("query = \"SELECT name, price FROM items WHERE price < :max ORDER BY price\"", "query = \"DELETE FROM items WHERE price < :max\"");
+    let write = text.replace(
+        "query = \"SELECT name, price FROM items WHERE price < :max ORDER BY price\"",
+        "query = \"DELETE FROM items WHERE price < :max\"",
+    );
     std::fs::write(dir.path().join("bad.toml"), write).unwrap();
     let error = Config::load(dir.path().join("bad.toml"), &Vars::from_env()).unwrap_err().to_string();
     assert!(error.contains("bad.toml`, `tools[0](`cheaper_than`).query`: writes to the database, but the tool is read-only; set `writable = true`"), "{error}");
-    let count: i64 = rusqlite::Connection::open(&db).unwrap().query_row("SELECT count(*) FROM items", [], |r| r.get(0)).unwrap();
+    let count: i64 =
+        rusqlite::Connection::open(&db).unwrap().query_row("SELECT count(*) FROM items", [], |r| r.get(0)).unwrap();
     assert_eq!(count, 4, "nothing was deleted");
 }

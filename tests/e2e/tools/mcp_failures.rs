@@ -80,7 +80,11 @@ async fn failures_are_values(world: &World) {
 
     let wrong = world.model("w", "t_add", json!({"a": "two", "b": 3})).await;
     assert_eq!(error(&wrong).0, "invalid_arguments", "the server's schema is checked by the turn first");
-    assert_eq!(ok(&world.model("e2", "t_echo", json!({"text": "still here"})).await), json!("still here"), "the server is unharmed");
+    assert_eq!(
+        ok(&world.model("e2", "t_echo", json!({"text": "still here"})).await),
+        json!("still here"),
+        "the server is unharmed"
+    );
 }
 
 #[tokio::test]
@@ -96,7 +100,10 @@ async fn over_stdio_failures_are_values_and_a_dead_server_starts_again() {
     assert!(message.contains("the call may have run"), "{message}");
     assert!(message.contains("dying on purpose"), "the server's last stderr is quoted: {message}");
     let row = world.audit_row("d").await;
-    assert_eq!((row.status, row.step, row.code.as_deref()), (CallStatus::Failed, Some(Step::Execution), Some("tool_failed")));
+    assert_eq!(
+        (row.status, row.step, row.code.as_deref()),
+        (CallStatus::Failed, Some(Step::Execution), Some("tool_failed"))
+    );
     let possibly = world.turn.possibly_executed_approval_actions().await.unwrap();
     assert!(possibly.iter().any(|e| e.call.call_id == "d"), "an approved call whose server died may have run");
 
@@ -144,14 +151,21 @@ async fn a_server_that_does_not_start_gives_failure_values_for_its_named_tools()
     let tools = ToolSet::start(&config).await.expect("a server that does not start is not an error");
     assert_eq!(tools.tools().iter().map(|t| t.name()).collect::<Vec<_>>(), ["lookup"], "its named tools stand in");
     let status = &tools.servers().await[0];
-    assert!(status.error.as_deref().is_some_and(|e| e.contains("cannot start `/nonexistent/mcp-server`")), "{status:?}");
+    assert!(
+        status.error.as_deref().is_some_and(|e| e.contains("cannot start `/nonexistent/mcp-server`")),
+        "{status:?}"
+    );
 
     let world = World::new(tools, Arc::new(PolicyApprover::deny_all())).await;
     let result = world.script("lookup(q='x')", json!({})).await;
     assert_eq!(result["ok"], false);
     assert_eq!(result["error"]["code"], "tool_failed");
     let message = result["error"]["message"].as_str().unwrap();
-    assert!(message.contains("`lookup` was not run: the MCP server `gone` is not available") && message.contains("not made"), "{message}");
+    assert!(
+        message.contains("`lookup` was not run: the MCP server `gone` is not available")
+            && message.contains("not made"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -159,6 +173,9 @@ async fn a_tool_override_for_a_tool_the_server_does_not_list_is_a_config_error()
     let text = format!("[mcp.test]\ncommand = [{TEST_SERVER:?}]\n[mcp.test.tools.ech]\nread_only = true\n");
     let (_dir, config) = config(&text, &Vars::from_env());
     let error = ToolSet::start(&config).await.unwrap_err().to_string();
-    assert!(error.contains("`mcp.test.tools.ech`: the MCP server `test` lists no tool `ech`; its tools are:"), "{error}");
+    assert!(
+        error.contains("`mcp.test.tools.ech`: the MCP server `test` lists no tool `ech`; its tools are:"),
+        "{error}"
+    );
     assert!(error.contains("echo"), "{error}");
 }

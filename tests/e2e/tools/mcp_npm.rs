@@ -82,14 +82,20 @@ async fn the_filesystem_server_from_npm_is_listed_called_from_a_script_refused_b
     assert_eq!(world.audit_row("s1/2").await.status, CallStatus::Ok);
     let refused = world.audit_row("s1/3").await;
     assert_eq!(refused.call.tool, "fs_write_file");
-    assert_eq!((refused.status, refused.step, refused.code.as_deref()), (CallStatus::Failed, Some(Step::Approval), Some("approval_denied")));
+    assert_eq!(
+        (refused.status, refused.step, refused.code.as_deref()),
+        (CallStatus::Failed, Some(Step::Approval), Some("approval_denied"))
+    );
     assert!(world.turn.ledger().await.unwrap().is_empty(), "read-only calls and a refused write leave no ledger rows");
 
     // The server's own failure (a path outside its root) is a tool_failed value, not a crash.
     let outside = world.model("m1", "fs_read_text_file", json!({"path": "/etc/hostname"})).await;
     let (code, message) = error(&outside);
     assert_eq!(code, "tool_failed");
-    assert!(message.contains("`fs_read_text_file` reported a failure") && message.contains("outside allowed directories"), "{message}");
+    assert!(
+        message.contains("`fs_read_text_file` reported a failure") && message.contains("outside allowed directories"),
+        "{message}"
+    );
     assert_eq!(world.audit_row("m1").await.status, CallStatus::Error);
     world.tools.shutdown().await;
 }

@@ -32,9 +32,9 @@ pub(super) const TEST_SERVER: &str = env!("CARGO_BIN_EXE_tether-mcp-test-server"
 
 /// The folder `./x test` installs the npm MCP servers' commands into.
 pub(super) fn npm_bin() -> PathBuf {
-    let dir = std::env::var_os("TETHER_NPM_BIN").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/npm/node_modules/.bin")
-    });
+    let dir = std::env::var_os("TETHER_NPM_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/npm/node_modules/.bin"));
     let server = dir.join("mcp-server-filesystem");
     assert!(
         server.exists(),
@@ -66,7 +66,11 @@ impl World {
         World::with(tools, approver, |b| b).await
     }
 
-    pub(super) async fn with(tools: ToolSet, approver: Arc<dyn Approver>, configure: impl FnOnce(TurnBuilder) -> TurnBuilder) -> World {
+    pub(super) async fn with(
+        tools: ToolSet,
+        approver: Arc<dyn Approver>,
+        configure: impl FnOnce(TurnBuilder) -> TurnBuilder,
+    ) -> World {
         let (sidecar, client) = sidecar().await;
         let audit = tempfile::tempdir().unwrap();
         let builder = Turn::builder("turn-tools")

@@ -58,7 +58,10 @@ async fn approval_granted_inside_a_script_runs_and_settles() {
     assert!(ledger[0].approval_required);
     // The email the script sent ran: a cancelled or failed turn must report it.
     let possibly = w.turn.possibly_executed_approval_actions().await.unwrap();
-    assert_eq!(possibly.iter().map(|e| (e.call.call_id.as_str(), e.state)).collect::<Vec<_>>(), [("s1/1", LedgerState::Settled)]);
+    assert_eq!(
+        possibly.iter().map(|e| (e.call.call_id.as_str(), e.state)).collect::<Vec<_>>(),
+        [("s1/1", LedgerState::Settled)]
+    );
 }
 
 #[tokio::test]
@@ -93,4 +96,3 @@ for i in range(37):
     assert_eq!(nested.len(), 80);
     assert!(nested.iter().all(|e| e.parent_call_id() == Some("s1")));
 }
-

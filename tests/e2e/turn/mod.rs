@@ -22,9 +22,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tether_backend::turn::{
-    AdminPolicy, ArgMatch, AuditRecord, AuditStore, CallOrigin, CallOutcome, CallPattern, CallRequest, CallResult, CallStatus,
-    Code, EventLog, LedgerState, ListedTool, PolicyApprover, ScriptTool, SqliteAuditStore, Step, ToolError, ToolEvent,
-    ToolExecutor, ToolOutput, ToolSpec, Turn, TurnBuilder, UserPermissions, activate_tools_tool, executor_fn,
+    AdminPolicy, ArgMatch, AuditRecord, AuditStore, CallOrigin, CallOutcome, CallPattern, CallRequest, CallResult,
+    CallStatus, Code, EventLog, LedgerState, ListedTool, PolicyApprover, ScriptTool, SqliteAuditStore, Step, ToolError,
+    ToolEvent, ToolExecutor, ToolOutput, ToolSpec, Turn, TurnBuilder, UserPermissions, activate_tools_tool,
+    executor_fn,
 };
 use tether_backend::{SidecarClient, ToolOutcome};
 use tether_cli::demo::DemoWorld;
@@ -236,13 +237,7 @@ pub(super) fn origin_free(row: &AuditRecord) -> AuditRecord {
     call.script_run_id = None;
     call.origin = String::new();
     call.depth = 0;
-    AuditRecord {
-        call,
-        started_at_ms: 0,
-        finished_at_ms: 0,
-        duration_us: 0,
-        ..row.clone()
-    }
+    AuditRecord { call, started_at_ms: 0, finished_at_ms: 0, duration_us: 0, ..row.clone() }
 }
 
 /// Issues `pre` then `tool(args)` as the model in `model_world`, and the same
@@ -289,7 +284,11 @@ pub(super) async fn refused_both_ways(
     assert_eq!(model_row.display_name(), Some(code.display_name()));
     assert_eq!(script_row.display_name(), Some(code.display_name()));
     assert_eq!(
-        (model_row.call.origin.as_str(), model_row.call.parent_call_id.as_deref(), model_row.call.script_run_id.as_deref()),
+        (
+            model_row.call.origin.as_str(),
+            model_row.call.parent_call_id.as_deref(),
+            model_row.call.script_run_id.as_deref()
+        ),
         ("model", None, None)
     );
     assert_eq!((script_row.call.origin.as_str(), script_row.call.parent_call_id.as_deref()), ("script", Some("s1")));
@@ -315,4 +314,3 @@ pub(super) async fn two_worlds(
 ) -> (World, World) {
     (world(client, approver(), &configure), world(client, approver(), &configure))
 }
-

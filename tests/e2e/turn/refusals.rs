@@ -12,7 +12,11 @@ use tether_sidecar::SidecarConfig;
 
 /// A turn whose `run_script` runs the example Rust guest, over tools that
 /// let a script meet every refusal.
-fn refusal_world(client: &SidecarClient, limits: pb::Limits, configure: impl FnOnce(TurnBuilder) -> TurnBuilder) -> World {
+fn refusal_world(
+    client: &SidecarClient,
+    limits: pb::Limits,
+    configure: impl FnOnce(TurnBuilder) -> TurnBuilder,
+) -> World {
     let probe = Probe::new();
     let events = Arc::new(EventLog::new());
     let approver = Arc::new(PolicyApprover::deny_all());
@@ -120,7 +124,9 @@ async fn every_refusal_has_one_code_in_the_script_the_audit_log_and_the_events()
         assert_eq!((row.call.origin.as_str(), row.call.parent_call_id.as_deref()), ("script", Some("s1")), "{id}");
     }
     // The sidecar's refusals are recorded at the step before the turn's.
-    for (id, step) in [("s1/13", Step::Sidecar), ("s1/14", Step::Sidecar), ("s1/17", Step::Sidecar), ("s1/4", Step::Arguments)] {
+    for (id, step) in
+        [("s1/13", Step::Sidecar), ("s1/14", Step::Sidecar), ("s1/17", Step::Sidecar), ("s1/4", Step::Arguments)]
+    {
         assert_eq!(w.audit_row(id).await.step, Some(step), "{id}");
     }
     // The tool whose result was too large ran once, and the records say so.
@@ -160,7 +166,10 @@ async fn a_call_refused_because_the_sidecar_is_busy_is_audited_with_the_sidecars
     let run = w.script("call ping {}", Value::Null).await;
     assert_eq!(codes_seen(&run), ["sidecar_busy"]);
     let row = w.audit_row("s1/1").await;
-    assert_eq!((row.step, row.code.as_deref(), row.status), (Some(Step::Sidecar), Some("sidecar_busy"), CallStatus::Failed));
+    assert_eq!(
+        (row.step, row.code.as_deref(), row.status),
+        (Some(Step::Sidecar), Some("sidecar_busy"), CallStatus::Failed)
+    );
     assert_eq!(w.probe.runs("ping"), 0);
 }
 

@@ -64,7 +64,10 @@ results = [
         assert_eq!(seen[n][0], json!(false), "{tool}: {seen}");
         assert_eq!(seen[n][1], json!("not_callable_from_script"), "{tool}: {seen}");
         let row = w.audit_row(&format!("s1/{}", n + 1)).await;
-        assert_eq!((row.call.tool.as_str(), row.step, row.status), (*tool, Some(Step::ScriptExclusion), CallStatus::Failed));
+        assert_eq!(
+            (row.call.tool.as_str(), row.step, row.status),
+            (*tool, Some(Step::ScriptExclusion), CallStatus::Failed)
+        );
         assert_eq!(row.display_name(), Some("Not available in scripts"));
     }
     assert!(seen[3][2].as_str().unwrap().contains("a script cannot run a script"), "{seen}");
@@ -84,7 +87,10 @@ results = [
 
     // A script has no function for an excluded tool: it was never offered.
     let named = w.model("s2", "run_script", json!({"code": "run_script(code='1')"})).await;
-    assert!(matches!(&named.outcome, CallOutcome::ToolError { code, message } if code == "runtime_error" && message.contains("NameError")), "{named:?}");
+    assert!(
+        matches!(&named.outcome, CallOutcome::ToolError { code, message } if code == "runtime_error" && message.contains("NameError")),
+        "{named:?}"
+    );
 }
 
 #[tokio::test]
@@ -219,4 +225,3 @@ async fn step_8_execution_ends_a_tool_past_its_time_limit() {
         assert_eq!(possibly.iter().map(|e| e.call.call_id.as_str()).collect::<Vec<_>>(), [id]);
     }
 }
-

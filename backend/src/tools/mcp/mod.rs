@@ -26,8 +26,8 @@
 mod server;
 mod tools;
 
-pub use server::ServerStatus;
 pub(crate) use server::McpServer;
+pub use server::ServerStatus;
 pub(crate) use tools::server_tools;
 
 use super::command::Argv;
@@ -118,18 +118,23 @@ impl ServerConfig {
         let transport = match (raw.command, raw.url) {
             (Some(command), None) => {
                 if !raw.headers.is_empty() {
-                    return Err(at.error("headers", "applies to an HTTP server only").fix("pass values to a stdio server in `env`"));
+                    return Err(at
+                        .error("headers", "applies to an HTTP server only")
+                        .fix("pass values to a stdio server in `env`"));
                 }
                 Transport::Stdio(Argv::read(&at, Some(command), raw.cwd, raw.env)?)
             }
             (None, Some(url)) => {
                 if !raw.env.is_empty() || raw.cwd.is_some() {
-                    return Err(at.error(if raw.cwd.is_some() { "cwd" } else { "env" }, "applies to a stdio server only")
+                    return Err(at
+                        .error(if raw.cwd.is_some() { "cwd" } else { "env" }, "applies to a stdio server only")
                         .fix("an HTTP server runs elsewhere; send values in `headers`"));
                 }
                 let url = at.expand("url", &url)?;
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(at.error("url", format!("`{url}` is not an http(s) URL")).fix("e.g. `url = \"http://127.0.0.1:8080/mcp\"`"));
+                    return Err(at
+                        .error("url", format!("`{url}` is not an http(s) URL"))
+                        .fix("e.g. `url = \"http://127.0.0.1:8080/mcp\"`"));
                 }
                 Transport::Http { url, headers: headers(&at, raw.headers)? }
             }
@@ -137,7 +142,9 @@ impl ServerConfig {
                 return Err(at.error("", "has both `command` and `url`").fix("keep `command` for a server the backend spawns (stdio), or `url` for one it connects to (streamable HTTP)"));
             }
             (None, None) => {
-                return Err(at.error("", "has neither `command` nor `url`").fix("add `command = [\"program\", \"arg\"]` (stdio) or `url = \"http://host/mcp\"` (streamable HTTP)"));
+                return Err(at.error("", "has neither `command` nor `url`").fix(
+                    "add `command = [\"program\", \"arg\"]` (stdio) or `url = \"http://host/mcp\"` (streamable HTTP)",
+                ));
             }
         };
         let startup_timeout = match raw.startup_timeout {
@@ -151,15 +158,24 @@ impl ServerConfig {
                 for (tool, entry) in entries {
                     let at = At { key: format!("{}.tools.{tool}", at.key), ..at.clone() };
                     let Some(entry) = entry.as_table() else {
-                        return Err(at.error("", "must be a table").fix(format!("write `[mcp.{name}.tools.{tool}]` followed by its keys")));
+                        return Err(at
+                            .error("", "must be a table")
+                            .fix(format!("write `[mcp.{name}.tools.{tool}]` followed by its keys")));
                     };
                     let allowed: Vec<&str> = TOOL_KEYS.iter().chain(META_KEYS.iter()).copied().collect();
                     check_keys(&at, entry, &allowed)?;
                     let own: RawTool = at.read(&split(entry, &TOOL_KEYS), &TOOL_KEYS)?;
-                    tools.insert(tool.clone(), ToolOverride { description: own.description, meta: read_meta(&at, entry)? });
+                    tools.insert(
+                        tool.clone(),
+                        ToolOverride { description: own.description, meta: read_meta(&at, entry)? },
+                    );
                 }
             }
-            Some(_) => return Err(at.error("tools", "must be a table of tools").fix(format!("write `[mcp.{name}.tools.<tool>]`"))),
+            Some(_) => {
+                return Err(at
+                    .error("tools", "must be a table of tools")
+                    .fix(format!("write `[mcp.{name}.tools.<tool>]`")));
+            }
         }
         Ok(ServerConfig {
             name: name.to_owned(),
@@ -213,7 +229,9 @@ mod tests {
     #[test]
     fn a_stdio_server_with_defaults_and_one_tool_override() {
         let server = read("command = [\"node\", \"s.js\"]\nprefix = \"fs_\"\nread_only = true\ninclude = [\"read_*\"]\n[tools.write_file]\nrequires_approval = true\nread_only = false\n").unwrap();
-        assert!(matches!(server.transport, Transport::Stdio(ref a) if a.argv == ["node", "s.js"] && a.cwd == Path::new("/c/.")));
+        assert!(
+            matches!(server.transport, Transport::Stdio(ref a) if a.argv == ["node", "s.js"] && a.cwd == Path::new("/c/."))
+        );
         assert_eq!(server.prefix, "fs_");
         assert_eq!(server.meta.read_only, Some(true));
         assert_eq!(server.tools["write_file"].meta.requires_approval, Some(true));
@@ -223,10 +241,22 @@ mod tests {
 
     #[test]
     fn a_server_needs_exactly_one_way_in() {
-        assert!(read("prefix = \"x\"").unwrap_err().to_string().contains("has neither `command` nor `url`; add `command"));
+        assert!(
+            read("prefix = \"x\"").unwrap_err().to_string().contains("has neither `command` nor `url`; add `command")
+        );
         assert!(read("command = [\"a\"]\nurl = \"http://h\"").unwrap_err().to_string().contains("has both"));
-        assert!(read("url = \"http://h/mcp\"\nenv = { A = \"1\" }").unwrap_err().to_string().contains("`mcp.files.env`: applies to a stdio server only"));
-        assert!(read("command = [\"a\"]\nheaders = { A = \"1\" }").unwrap_err().to_string().contains("applies to an HTTP server only"));
+        assert!(
+            read("url = \"http://h/mcp\"\nenv = { A = \"1\" }")
+                .unwrap_err()
+                .to_string()
+                .contains("`mcp.files.env`: applies to a stdio server only")
+        );
+        assert!(
+            read("command = [\"a\"]\nheaders = { A = \"1\" }")
+                .unwrap_err()
+                .to_string()
+                .contains("applies to an HTTP server only")
+        );
     }
 
     #[test]
@@ -234,7 +264,12 @@ mod tests {
         let server = read("comand = [\"a\"]").unwrap_err().to_string();
         assert!(server.contains("`mcp.files.comand`: unknown key; did you mean `command`?"), "{server}");
         let tool = read("command = [\"a\"]\n[tools.write_file]\nrequires_aproval = true").unwrap_err().to_string();
-        assert!(tool.contains("`mcp.files.tools.write_file.requires_aproval`: unknown key; did you mean `requires_approval`?"), "{tool}");
+        assert!(
+            tool.contains(
+                "`mcp.files.tools.write_file.requires_aproval`: unknown key; did you mean `requires_approval`?"
+            ),
+            "{tool}"
+        );
         let timeout = read("command = [\"a\"]\nstartup_timeout = \"soon\"").unwrap_err().to_string();
         assert!(timeout.contains("`mcp.files.startup_timeout`: `soon` is not a duration"), "{timeout}");
     }

@@ -196,8 +196,12 @@ impl McpServer {
         if let Some(mut connection) = state.connection.take() {
             match connection.service.close_with_timeout(CLOSE_WAIT).await {
                 Ok(Some(_)) => tracing::debug!(server = %self.config.name, "MCP server closed"),
-                Ok(None) => tracing::warn!(server = %self.config.name, "the MCP server did not close in time; it is killed"),
-                Err(error) => tracing::warn!(server = %self.config.name, %error, "the MCP server's task failed while closing"),
+                Ok(None) => {
+                    tracing::warn!(server = %self.config.name, "the MCP server did not close in time; it is killed")
+                }
+                Err(error) => {
+                    tracing::warn!(server = %self.config.name, %error, "the MCP server's task failed while closing")
+                }
             }
         }
     }
@@ -211,8 +215,13 @@ impl McpServer {
             if !connection.peer.is_transport_closed() {
                 return Ok((connection.peer.clone(), connection.generation, connection.stderr.clone()));
             }
-            let tail = connection.stderr.as_ref().map(|t| t.lock().unwrap_or_else(|p| p.into_inner()).text()).unwrap_or_default();
-            let why = if tail.is_empty() { "it stopped".to_owned() } else { format!("it stopped; its stderr ends: {tail}") };
+            let tail = connection
+                .stderr
+                .as_ref()
+                .map(|t| t.lock().unwrap_or_else(|p| p.into_inner()).text())
+                .unwrap_or_default();
+            let why =
+                if tail.is_empty() { "it stopped".to_owned() } else { format!("it stopped; its stderr ends: {tail}") };
             self.forget_locked(state, why);
         }
         let started = tokio::time::timeout(self.config.startup_timeout, self.connect(state.generations + 1)).await;
@@ -233,7 +242,10 @@ impl McpServer {
             }
             Err(_) => {
                 state.generations += 1;
-                Err(self.note(state, format!("it did not start within `{:?}` (startup_timeout)", self.config.startup_timeout)))
+                Err(self.note(
+                    state,
+                    format!("it did not start within `{:?}` (startup_timeout)", self.config.startup_timeout),
+                ))
             }
         }
     }
@@ -272,7 +284,11 @@ impl McpServer {
                 });
                 let service = client_info().serve(transport).await.map_err(|e| {
                     let tail = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
-                    if tail.is_empty() { format!("it did not initialize: {e}") } else { format!("it did not initialize: {e}; its stderr ends: {tail}") }
+                    if tail.is_empty() {
+                        format!("it did not initialize: {e}")
+                    } else {
+                        format!("it did not initialize: {e}; its stderr ends: {tail}")
+                    }
                 })?;
                 let peer = service.peer().clone();
                 Ok(Connection { service, peer, generation, stderr: Some(tail), _stderr_reader: reader })
@@ -281,10 +297,12 @@ impl McpServer {
                 let Some(client) = self.http.clone() else {
                     return Err("no HTTP client was set up for it".into());
                 };
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers.clone());
+                let mut config =
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers.clone());
                 config.retry_config = Arc::new(reconnect_policy());
                 let transport = StreamableHttpClientTransport::with_client(client, config);
-                let service = client_info().serve(transport).await.map_err(|e| format!("it did not initialize: {e}"))?;
+                let service =
+                    client_info().serve(transport).await.map_err(|e| format!("it did not initialize: {e}"))?;
                 let peer = service.peer().clone();
                 Ok(Connection { service, peer, generation, stderr: None, _stderr_reader: None })
             }

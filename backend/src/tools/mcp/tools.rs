@@ -83,7 +83,12 @@ pub(crate) fn server_tools(
 
 /// The tool's metadata: its own entry over the server's defaults over the
 /// server's hints; unset keys: not read-only.
-fn meta(at: &At<'_>, config: &ServerConfig, own: &MetaEntry, hints: &MetaEntry) -> Result<crate::turn::ToolMeta, ConfigError> {
+fn meta(
+    at: &At<'_>,
+    config: &ServerConfig,
+    own: &MetaEntry,
+    hints: &MetaEntry,
+) -> Result<crate::turn::ToolMeta, ConfigError> {
     own.over(&config.meta.over(hints)).to_meta(false).map_err(|(key, problem)| at.error(key, problem))
 }
 
@@ -117,7 +122,9 @@ impl ToolExecutor for McpTool {
         let provider = self.server.config.describe();
         match self.server.call(&self.remote, args).await {
             Ok(result) => map_result(&tool, result),
-            Err(CallError::Unavailable(error)) => Err(ToolError::around(&Reason::ProviderUnavailable { tool, provider, error })),
+            Err(CallError::Unavailable(error)) => {
+                Err(ToolError::around(&Reason::ProviderUnavailable { tool, provider, error }))
+            }
             Err(CallError::Rejected(detail)) => Err(ToolError::reported(&Reason::ToolReported { tool, detail })),
             Err(CallError::Lost(detail)) => Err(ToolError::around(&Reason::ProviderLost { tool, provider, detail })),
         }
@@ -130,7 +137,11 @@ impl ToolExecutor for McpTool {
 pub(crate) fn map_result(tool: &str, result: CallToolResult) -> Result<ToolOutput, ToolError> {
     if result.is_error == Some(true) {
         let text = content_text(&result.content);
-        let detail = if text.is_empty() { "an error, with no text".to_owned() } else { crate::tools::text::head(&text, ERROR_TEXT_BYTES) };
+        let detail = if text.is_empty() {
+            "an error, with no text".to_owned()
+        } else {
+            crate::tools::text::head(&text, ERROR_TEXT_BYTES)
+        };
         return Err(ToolError::reported(&Reason::ToolReported { tool: tool.to_owned(), detail }));
     }
     if let Some(structured) = result.structured_content {
@@ -159,11 +170,14 @@ mod tests {
 
     #[test]
     fn structured_content_wins_then_text_then_blocks() {
-        let structured = result(json!({"content": [{"type": "text", "text": "{\"a\":1}"}], "structuredContent": {"a": 1}}));
+        let structured =
+            result(json!({"content": [{"type": "text", "text": "{\"a\":1}"}], "structuredContent": {"a": 1}}));
         assert_eq!(map_result("t", structured).unwrap().value, json!({"a": 1}));
         let text = result(json!({"content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}));
         assert_eq!(map_result("t", text).unwrap().value, json!("one\ntwo"));
-        let mixed = result(json!({"content": [{"type": "text", "text": "see"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}]}));
+        let mixed = result(
+            json!({"content": [{"type": "text", "text": "see"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}]}),
+        );
         let value = map_result("t", mixed).unwrap().value;
         assert_eq!(value[1]["mimeType"], "image/png", "{value}");
         assert_eq!(map_result("t", result(json!({"content": []}))).unwrap().value, Value::Null);

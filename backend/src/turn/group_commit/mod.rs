@@ -138,12 +138,9 @@ impl<D: Database> GroupCommitStore<D> {
         };
         // The writer waits on the queue through a runtime of its own (one
         // thread, timers only): the database calls themselves block.
-        let started = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .and_then(|runtime| {
-                std::thread::Builder::new().name("tether-audit-writer".into()).spawn(move || writer.run(runtime))
-            });
+        let started = tokio::runtime::Builder::new_current_thread().enable_time().build().and_then(|runtime| {
+            std::thread::Builder::new().name("tether-audit-writer".into()).spawn(move || writer.run(runtime))
+        });
         let (queue, writer) = match started {
             Ok(handle) => (Ok(sender), Some(handle)),
             Err(error) => {

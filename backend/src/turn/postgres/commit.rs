@@ -47,14 +47,19 @@ enum Attempt {
 /// # Errors
 /// If the group could not commit; `before_begin` when its transaction could
 /// not begin.
-pub(super) fn commit(client: &mut Client, statements: &Statements, writes: &[&StoreWrite]) -> Result<Committed, GroupFailure> {
+pub(super) fn commit(
+    client: &mut Client,
+    statements: &Statements,
+    writes: &[&StoreWrite],
+) -> Result<Committed, GroupFailure> {
     // Writes the database rejected alone, left out of later attempts.
     let mut rejected: Vec<Option<StoreError>> = writes.iter().map(|_| None).collect();
     let (mut conflicts, mut retries) = (0_u32, 0_u64);
     loop {
         match attempt(client, statements, writes, &rejected) {
             Ok(results) => {
-                let results = results.into_iter().zip(rejected).map(|(result, rejected)| rejected.map_or(result, Err)).collect();
+                let results =
+                    results.into_iter().zip(rejected).map(|(result, rejected)| rejected.map_or(result, Err)).collect();
                 return Ok(Committed { results, retries });
             }
             Err(Attempt::Write(index, error)) => {
@@ -120,7 +125,11 @@ fn attempt(
 /// Applies one write. The outer error is the database's (the transaction is
 /// aborted); the inner one is the replay rule's refusal (the transaction
 /// goes on).
-fn apply(c: &mut impl GenericClient, statements: &Statements, write: &StoreWrite) -> Result<Result<(), StoreError>, postgres::Error> {
+fn apply(
+    c: &mut impl GenericClient,
+    statements: &Statements,
+    write: &StoreWrite,
+) -> Result<Result<(), StoreError>, postgres::Error> {
     match write {
         StoreWrite::Audit(record) => statements.insert_audit(c, record)?,
         StoreWrite::Started { entry, replay } => {

@@ -23,7 +23,9 @@ mod schema;
 
 use super::audit::{AuditRecord, LedgerEntry};
 use super::error::{StoreError, postgres_message};
-use super::group_commit::{Committed, DEFAULT_QUEUE_CAPACITY, Database, GroupCommitStore, GroupFailure, delegate_audit_store};
+use super::group_commit::{
+    Committed, DEFAULT_QUEUE_CAPACITY, Database, GroupCommitStore, GroupFailure, delegate_audit_store,
+};
 use super::store::{StoreStats, StoreWrite};
 use super::url::redact;
 use postgres::{Client, NoTls};

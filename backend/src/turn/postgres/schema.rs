@@ -108,7 +108,8 @@ const INSERT_STARTED: &str = concat!(
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'started', $11)
      ON CONFLICT (turn_id, call_id) DO NOTHING"
 );
-const RESTART: &str = "UPDATE tether_ledger SET state = 'started', started_at_ms = $3, settled_at_ms = NULL, outcome = NULL
+const RESTART: &str =
+    "UPDATE tether_ledger SET state = 'started', started_at_ms = $3, settled_at_ms = NULL, outcome = NULL
      WHERE turn_id = $1 AND call_id = $2";
 const SETTLE: &str = "UPDATE tether_ledger SET state = 'settled', settled_at_ms = $3, outcome = $4
      WHERE turn_id = $1 AND call_id = $2";
@@ -171,7 +172,10 @@ fn create_tables(client: &mut Client, describe: &str) -> Result<(), StoreError> 
     transaction.execute(LOCK_SCHEMA, &[])?;
     let exists: bool = transaction.query_one("SELECT to_regclass('tether_schema') IS NOT NULL", &[])?.try_get(0)?;
     let version = if exists {
-        transaction.query_opt("SELECT version FROM tether_schema", &[])?.map(|row| row.try_get::<_, i32>(0)).transpose()?
+        transaction
+            .query_opt("SELECT version FROM tether_schema", &[])?
+            .map(|row| row.try_get::<_, i32>(0))
+            .transpose()?
     } else {
         None
     };
@@ -228,7 +232,8 @@ fn identity_from(row: &Row) -> Result<CallIdentity, StoreError> {
         script_run_id: row.try_get(3)?,
         tool: row.try_get(4)?,
         origin: row.try_get(5)?,
-        depth: u32::try_from(depth).map_err(|_| StoreError::Other(format!("a stored call depth `{depth}` is out of range")))?,
+        depth: u32::try_from(depth)
+            .map_err(|_| StoreError::Other(format!("a stored call depth `{depth}` is out of range")))?,
         args: row.try_get(7)?,
         args_truncated: row.try_get(8)?,
     })
@@ -244,7 +249,8 @@ impl Statements {
     /// Appends an audit row.
     pub(super) fn insert_audit(&self, c: &mut impl GenericClient, r: &AuditRecord) -> Result<(), postgres::Error> {
         let depth = i64::from(r.call.depth);
-        let (step, approval, status) = (r.step.map(Step::as_str), r.approval.map(ApprovalVerdict::as_str), r.status.as_str());
+        let (step, approval, status) =
+            (r.step.map(Step::as_str), r.approval.map(ApprovalVerdict::as_str), r.status.as_str());
         let rest: [&(dyn ToSql + Sync); 8] =
             [&step, &r.code, &approval, &r.decided_by, &status, &r.started_at_ms, &r.finished_at_ms, &r.duration_us];
         let params: Vec<_> = identity_params(&r.call, &depth).into_iter().chain(rest).collect();
@@ -315,7 +321,11 @@ impl Statements {
     }
 
     /// The turn's ledger rows, in the order they first started.
-    pub(super) fn ledger_rows(&self, c: &mut impl GenericClient, turn_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+    pub(super) fn ledger_rows(
+        &self,
+        c: &mut impl GenericClient,
+        turn_id: &str,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
         let n = IDENTITY_COLUMNS;
         c.query(&self.select_ledger, &[&turn_id])?
             .iter()

@@ -180,10 +180,18 @@ async fn a_deadlock_with_another_writer_runs_the_group_again() {
     let mut other = h.connect().await;
     other.batch_execute("SET deadlock_timeout = '60s'").await.unwrap();
     let other = other.transaction().await.unwrap();
-    other.execute(concat!(
-        "INSERT INTO tether_ledger (", crate::turn::audit::identity_columns!(), ", approval_required, state, started_at_ms)
+    other
+        .execute(
+            concat!(
+                "INSERT INTO tether_ledger (",
+                crate::turn::audit::identity_columns!(),
+                ", approval_required, state, started_at_ms)
          VALUES ('t1', 'x', NULL, NULL, 'send_email', 'model', 0, '{}', false, true, 'started', 1)"
-    ), &[]).await.unwrap();
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
     // The store's group takes `y`, then waits for `x`.
     let held = store.hold_writer();
     let y = store.enqueue(started("y")).await.unwrap();
@@ -192,14 +200,25 @@ async fn a_deadlock_with_another_writer_runs_the_group_again() {
     h.until_a_store_waits_on_a_lock().await;
     // Now the other writer wants `y`: a deadlock. The server aborts the
     // store's transaction, and the other goes on.
-    other.execute(concat!(
-        "INSERT INTO tether_ledger (", crate::turn::audit::identity_columns!(), ", approval_required, state, started_at_ms)
+    other
+        .execute(
+            concat!(
+                "INSERT INTO tether_ledger (",
+                crate::turn::audit::identity_columns!(),
+                ", approval_required, state, started_at_ms)
          VALUES ('t1', 'y', NULL, NULL, 'send_email', 'model', 0, '{}', false, true, 'started', 1)"
-    ), &[]).await.unwrap();
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
     other.commit().await.unwrap();
     // The store ran its group again and found both rows taken.
     for (name, outcome) in [("y", y.await), ("x", x.await)] {
-        assert!(matches!(outcome, Err(StoreError::Replayed { state: LedgerState::Started, .. })), "{name}: {outcome:?}");
+        assert!(
+            matches!(outcome, Err(StoreError::Replayed { state: LedgerState::Started, .. })),
+            "{name}: {outcome:?}"
+        );
     }
     assert!(store.stats().retries >= 1, "{:?}", store.stats());
     assert_eq!(h.committed(Table::Ledger).await, 2);

@@ -13,7 +13,10 @@ use rusqlite::{Connection, TransactionBehavior};
 /// # Errors
 /// If the transaction could not begin or commit, or a failed statement rolled
 /// the whole transaction back: then no write of the group is durable.
-pub(super) fn commit(connection: &mut Connection, writes: &[&StoreWrite]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+pub(super) fn commit(
+    connection: &mut Connection,
+    writes: &[&StoreWrite],
+) -> Result<Vec<Result<(), StoreError>>, StoreError> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut results = Vec::with_capacity(writes.len());
     for write in writes {

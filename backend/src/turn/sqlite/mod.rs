@@ -11,10 +11,12 @@
 mod commit;
 mod schema;
 
-use super::error::StoreError;
-use super::group_commit::{Committed, DEFAULT_QUEUE_CAPACITY, Database, GroupCommitStore, GroupFailure, delegate_audit_store};
-use super::store::{StoreStats, StoreWrite};
 use super::audit::{AuditRecord, LedgerEntry};
+use super::error::StoreError;
+use super::group_commit::{
+    Committed, DEFAULT_QUEUE_CAPACITY, Database, GroupCommitStore, GroupFailure, delegate_audit_store,
+};
+use super::store::{StoreStats, StoreWrite};
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 

@@ -5,8 +5,8 @@
 use super::super::approval::ApprovalVerdict;
 use super::super::audit::{AuditRecord, CallIdentity, IDENTITY_COLUMNS, LedgerEntry, LedgerState, identity_columns};
 use super::super::call::CallStatus;
-use super::super::step::Step;
 use super::super::error::StoreError;
+use super::super::step::Step;
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use std::path::Path;
@@ -173,7 +173,8 @@ fn identity_from(row: &Row<'_>) -> rusqlite::Result<CallIdentity> {
 
 /// Appends an audit row.
 pub(super) fn insert_audit(c: &Connection, r: &AuditRecord) -> rusqlite::Result<()> {
-    let (step, approval, status) = (r.step.map(Step::as_str), r.approval.map(ApprovalVerdict::as_str), r.status.as_str());
+    let (step, approval, status) =
+        (r.step.map(Step::as_str), r.approval.map(ApprovalVerdict::as_str), r.status.as_str());
     let rest: [&dyn ToSql; 8] =
         [&step, &r.code, &approval, &r.decided_by, &status, &r.started_at_ms, &r.finished_at_ms, &r.duration_us];
     c.prepare_cached(INSERT_AUDIT)?.execute(params_from_iter(identity_params(&r.call).into_iter().chain(rest)))?;
@@ -201,7 +202,13 @@ pub(super) fn restart(c: &Connection, e: &LedgerEntry) -> rusqlite::Result<()> {
 }
 
 /// Marks the row of `(turn_id, call_id)` settled.
-pub(super) fn settle(c: &Connection, turn_id: &str, call_id: &str, outcome: CallStatus, at_ms: i64) -> rusqlite::Result<()> {
+pub(super) fn settle(
+    c: &Connection,
+    turn_id: &str,
+    call_id: &str,
+    outcome: CallStatus,
+    at_ms: i64,
+) -> rusqlite::Result<()> {
     c.prepare_cached(SETTLE)?.execute(params![turn_id, call_id, at_ms, outcome.as_str()])?;
     Ok(())
 }

@@ -56,7 +56,11 @@ fn start_doc(source: &str, tools: &[&str], input: Value) -> StartDoc {
         input,
         tools: tools
             .iter()
-            .map(|name| ToolSpec { name: (*name).into(), description: String::new(), input_schema: (&json!({})).into() })
+            .map(|name| ToolSpec {
+                name: (*name).into(),
+                description: String::new(),
+                input_schema: (&json!({})).into(),
+            })
             .collect(),
     }
 }
@@ -203,9 +207,8 @@ fn top_level_gather_sends_one_batch() {
 
 #[test]
 fn awaiting_one_call_sends_it_alone() {
-    let run = run_script(
-        "a = await call_async('a')\nb = await call_async('b')\n[a['value']['tool'], b['value']['tool']]",
-    );
+    let run =
+        run_script("a = await call_async('a')\nb = await call_async('b')\n[a['value']['tool'], b['value']['tool']]");
     assert_eq!(run.batches, [vec![request("a", json!({}))], vec![request("b", json!({}))]]);
     assert_eq!(value(&run), &json!(["a", "b"]));
 }
@@ -326,7 +329,8 @@ fn non_json_arguments_are_a_type_error() {
 
 #[test]
 fn results_and_arguments_follow_json_dumps() {
-    let source = "r = call('a', {7: 'x', 2.5: 'y', True: 'z', None: 'n'}, t=(1, 2))\n{2024: 'year', 'args': r['value']['args']}";
+    let source =
+        "r = call('a', {7: 'x', 2.5: 'y', True: 'z', None: 'n'}, t=(1, 2))\n{2024: 'year', 'args': r['value']['args']}";
     let run = run_script(source);
     let args = json!({"7": "x", "2.5": "y", "true": "z", "null": "n", "t": [1, 2]});
     assert_eq!(run.batches, [vec![request("a", args.clone())]]);
@@ -344,7 +348,10 @@ fn values_json_dumps_refuses_are_refused_with_its_exception() {
     assert_eq!(error.exception_type, "TypeError", "{error:?}");
     assert!(error.message.ends_with("Object of type bytes is not JSON serializable"), "{error:?}");
     let run = run_script("try:\n    call('a', x=float('inf'))\nexcept ValueError as e:\n    r = str(e)\nr");
-    assert_eq!(value(&run), &json!("argument is not JSON-serializable: Out of range float values are not JSON compliant: inf"));
+    assert_eq!(
+        value(&run),
+        &json!("argument is not JSON-serializable: Out of range float values are not JSON compliant: inf")
+    );
     assert!(run.batches.is_empty());
 }
 
@@ -407,7 +414,8 @@ fn an_awaited_sleep_past_the_budget_ends_the_run() {
 
 #[test]
 fn print_to_stderr_reaches_stderr() {
-    let run = run_script("import sys\nprint('out')\nprint('err', 1, file=sys.stderr)\nprint('out2', file=sys.stdout)\n");
+    let run =
+        run_script("import sys\nprint('out')\nprint('err', 1, file=sys.stderr)\nprint('out2', file=sys.stdout)\n");
     assert_eq!((run.output.as_str(), run.errors.as_str()), ("out\nout2\n", "err 1\n"));
 }
 
