@@ -55,14 +55,12 @@ impl RunPlan {
         let limits = sidecar_limits.tightened_by(start.limits.as_ref());
         // The document's size, near enough that writing it seldom reallocates:
         // with MCP tools it runs to a hundred kilobytes.
-        let doc_bytes = 256
-            + start.source.len()
-            + start.input_json.len()
-            + start
-                .tools
-                .iter()
-                .map(|t| 64 + t.name.len() + t.description.len() + t.input_schema_json.len())
-                .sum::<usize>();
+        let tool_bytes = |t: &pb::ToolSpec| match tool_fields {
+            ToolFields::All => 64 + t.name.len() + t.description.len() + t.input_schema_json.len(),
+            ToolFields::NamesOnly => 64 + t.name.len(),
+        };
+        let doc_bytes =
+            256 + start.source.len() + start.input_json.len() + start.tools.iter().map(tool_bytes).sum::<usize>();
         let input = if start.input_json.trim().is_empty() {
             serde_json::Value::Null
         } else {

@@ -73,3 +73,15 @@ async fn random_never_draws_from_a_truncated_range() {
                   picks = random.sample(['a', 'b'], 50, counts=[2**40, 2**40])\n[choice, len(picks), sorted(set(picks))]";
     assert_eq!(result_of(source).await, json!(["Python int too large to convert to C ssize_t", 50, ["a", "b"]]));
 }
+
+#[tokio::test]
+async fn a_buffer_no_memory_holds_is_a_memory_error_the_script_can_catch() {
+    // 64-bit Python raises MemoryError for both: no memory holds a terabyte,
+    // nor 2**29 picks. The 32-bit guest once crashed on them (a capacity
+    // overflow is a panic, and the guest aborts on panics).
+    let source = "import random\nout = []\n\
+                  for make in (lambda: random.randbytes(2**40), lambda: random.sample(range(2**31), 2**29)):\n\
+                  \x20   try:\n        make()\n        out.append('made')\n    except MemoryError:\n        out.append('MemoryError')\n\
+                  out";
+    assert_eq!(result_of(source).await, json!(["MemoryError", "MemoryError"]));
+}
