@@ -10,11 +10,11 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
-/// A tool ready for the registry: its spec, its definition as a script run
-/// is offered it, its compiled input schema and its executor. Cheap to clone.
+/// A tool ready for the registry: its definition (the spec, and the schema
+/// as the JSON text a script run is offered), its compiled input schema and
+/// its executor. Cheap to clone.
 #[derive(Clone)]
 pub struct Tool {
-    spec: Arc<ToolSpec>,
     def: ToolDef,
     validator: Arc<jsonschema::Validator>,
     executor: Arc<dyn ToolExecutor>,
@@ -29,23 +29,22 @@ impl Tool {
     pub fn new(spec: ToolSpec, executor: Arc<dyn ToolExecutor>) -> Result<Tool, TurnError> {
         let validator = jsonschema::validator_for(&spec.input_schema)
             .map_err(|e| TurnError::InvalidSchema { tool: spec.name.clone(), reason: e.to_string() })?;
-        let def = ToolDef::new(spec.name.clone(), spec.description.clone(), spec.input_schema.clone());
-        Ok(Tool { spec: Arc::new(spec), def, validator: Arc::new(validator), executor })
+        Ok(Tool { def: ToolDef::from_spec(spec), validator: Arc::new(validator), executor })
     }
 
     /// The spec.
     pub fn spec(&self) -> &ToolSpec {
-        &self.spec
+        self.def.spec()
     }
 
     /// The name.
     pub fn name(&self) -> &str {
-        &self.spec.name
+        &self.spec().name
     }
 
     /// The metadata.
     pub fn meta(&self) -> &ToolMeta {
-        &self.spec.meta
+        &self.spec().meta
     }
 
     pub(crate) fn executor(&self) -> Arc<dyn ToolExecutor> {
@@ -70,7 +69,7 @@ impl Tool {
 
 impl fmt::Debug for Tool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tool").field("spec", &self.spec).finish_non_exhaustive()
+        f.debug_struct("Tool").field("spec", self.spec()).finish_non_exhaustive()
     }
 }
 

@@ -127,9 +127,7 @@ pub struct ToolDef {
 
 #[derive(Debug)]
 struct DefParts {
-    name: String,
-    description: String,
-    input_schema: Value,
+    spec: ToolSpec,
     input_schema_json: String,
 }
 
@@ -137,30 +135,34 @@ impl ToolDef {
     /// The definition of the tool `name` that does `description` and takes
     /// arguments matching `input_schema`.
     pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> ToolDef {
-        let input_schema_json = input_schema.to_string();
-        ToolDef {
-            parts: Arc::new(DefParts {
-                name: name.into(),
-                description: description.into(),
-                input_schema,
-                input_schema_json,
-            }),
-        }
+        ToolDef::from_spec(ToolSpec::new(name, description, input_schema))
+    }
+
+    /// The definition of the tool `spec` describes; the registry keeps the
+    /// spec here, so a tool's schema is held once.
+    pub(crate) fn from_spec(spec: ToolSpec) -> ToolDef {
+        let input_schema_json = spec.input_schema.to_string();
+        ToolDef { parts: Arc::new(DefParts { spec, input_schema_json }) }
+    }
+
+    /// The whole spec (output schema and metadata too).
+    pub(crate) fn spec(&self) -> &ToolSpec {
+        &self.parts.spec
     }
 
     /// The tool's name.
     pub fn name(&self) -> &str {
-        &self.parts.name
+        &self.parts.spec.name
     }
 
     /// What it does.
     pub fn description(&self) -> &str {
-        &self.parts.description
+        &self.parts.spec.description
     }
 
     /// The JSON Schema of its arguments.
     pub fn input_schema(&self) -> &Value {
-        &self.parts.input_schema
+        &self.parts.spec.input_schema
     }
 
     /// [`input_schema`](Self::input_schema) as JSON text, made once.
