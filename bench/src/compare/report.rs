@@ -2,7 +2,7 @@
 //! written between two markers in `docs/benchmarks.md` so the prose around
 //! them (what the table means, where the time goes) survives a rerun.
 
-use super::stats::{Measured, human, rate};
+use super::stats::{Measured, human, rate, three_figures};
 use super::workload::Workload;
 use super::{LEVELS, System};
 use anyhow::Context;
@@ -112,7 +112,7 @@ fn table(figures: &Figures) -> String {
             let p50 = figures.latency.get(&(system, workload))?.quantile(0.5);
             let ratio = match baseline(workload) {
                 Some(tether) if system != System::TetherTcp && !tether.is_zero() => {
-                    format!(" ({}×)", ratio(p50.as_secs_f64() / tether.as_secs_f64()))
+                    format!(" ({}×)", three_figures(p50.as_secs_f64() / tether.as_secs_f64()))
                 }
                 _ => String::new(),
             };
@@ -152,17 +152,6 @@ fn table(figures: &Figures) -> String {
         });
     }
     out
-}
-
-/// A ratio to three significant figures at most: `0.48`, `16.7`, `4795`.
-fn ratio(r: f64) -> String {
-    if r < 10.0 {
-        format!("{r:.2}")
-    } else if r < 100.0 {
-        format!("{r:.1}")
-    } else {
-        format!("{r:.0}")
-    }
 }
 
 /// The generated Markdown: header and table, between the markers.
@@ -219,6 +208,9 @@ mod tests {
         let table = table(&figures);
         assert!(table.contains("| W1 `1 + 1` p50 | 400 µs | 200 µs (0.50×) |"), "{table}");
         assert!(!table.contains("Pyodide"), "systems not measured get no column: {table}");
-        assert_eq!((ratio(0.484), ratio(16.66), ratio(4794.7)), ("0.48".into(), "16.7".into(), "4795".into()));
+        assert_eq!(
+            (three_figures(0.484), three_figures(16.66), three_figures(4794.7)),
+            ("0.48".into(), "16.7".into(), "4795".into())
+        );
     }
 }

@@ -38,16 +38,21 @@ pub(crate) fn human(d: Duration) -> String {
     if us < 1_000.0 {
         format!("{us:.0} µs")
     } else if us < 1_000_000.0 {
-        let ms = us / 1000.0;
-        if ms < 10.0 {
-            format!("{ms:.2} ms")
-        } else if ms < 100.0 {
-            format!("{ms:.1} ms")
-        } else {
-            format!("{ms:.0} ms")
-        }
+        format!("{} ms", three_figures(us / 1000.0))
     } else {
         format!("{:.2} s", us / 1e6)
+    }
+}
+
+/// `x` with two decimals below 10, one below 100, none above: three
+/// significant figures at most from 1 up (`0.48`, `16.7`, `4795`).
+pub(crate) fn three_figures(x: f64) -> String {
+    if x < 10.0 {
+        format!("{x:.2}")
+    } else if x < 100.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.0}")
     }
 }
 

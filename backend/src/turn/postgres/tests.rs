@@ -168,6 +168,18 @@ async fn many_backends_starting_at_once_create_the_tables_once() {
     assert_eq!(versions, 1);
 }
 
+/// Takes the ledger row of call `call_id` (turn `t1`) in `other`'s open
+/// transaction, as another backend's writer would.
+async fn start_as_another_writer(other: &tokio_postgres::Transaction<'_>, call_id: &str) {
+    let insert = concat!(
+        "INSERT INTO tether_ledger (",
+        crate::turn::audit::identity_columns!(),
+        ", approval_required, state, started_at_ms)
+         VALUES ('t1', $1, NULL, NULL, 'send_email', 'model', 0, '{}', false, true, 'started', 1)"
+    );
+    other.execute(insert, &[&call_id]).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadlock_with_another_writer_runs_the_group_again() {
     let h = PostgresHarness::new().await;
@@ -180,18 +192,7 @@ async fn a_deadlock_with_another_writer_runs_the_group_again() {
     let mut other = h.connect().await;
     other.batch_execute("SET deadlock_timeout = '60s'").await.unwrap();
     let other = other.transaction().await.unwrap();
-    other
-        .execute(
-            concat!(
-                "INSERT INTO tether_ledger (",
-                crate::turn::audit::identity_columns!(),
-                ", approval_required, state, started_at_ms)
-         VALUES ('t1', 'x', NULL, NULL, 'send_email', 'model', 0, '{}', false, true, 'started', 1)"
-            ),
-            &[],
-        )
-        .await
-        .unwrap();
+    start_as_another_writer(&other, "x").await;
     // The store's group takes `y`, then waits for `x`.
     let held = store.hold_writer();
     let y = store.enqueue(started("y")).await.unwrap();
@@ -200,18 +201,7 @@ async fn a_deadlock_with_another_writer_runs_the_group_again() {
     h.until_a_store_waits_on_a_lock().await;
     // Now the other writer wants `y`: a deadlock. The server aborts the
     // store's transaction, and the other goes on.
-    other
-        .execute(
-            concat!(
-                "INSERT INTO tether_ledger (",
-                crate::turn::audit::identity_columns!(),
-                ", approval_required, state, started_at_ms)
-         VALUES ('t1', 'y', NULL, NULL, 'send_email', 'model', 0, '{}', false, true, 'started', 1)"
-            ),
-            &[],
-        )
-        .await
-        .unwrap();
+    start_as_another_writer(&other, "y").await;
     other.commit().await.unwrap();
     // The store ran its group again and found both rows taken.
     for (name, outcome) in [("y", y.await), ("x", x.await)] {
