@@ -81,13 +81,24 @@ impl ApprovalVerdict {
     }
 }
 
-/// The approval step's record: the verdict and who decided it.
+/// The approval step's record: the verdict, who decided it, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRecord {
     /// The verdict.
     pub verdict: ApprovalVerdict,
     /// Who decided (`"timeout"` for a time-out, `"turn"` when the turn ended).
     pub decided_by: String,
+    /// The approver's reason ([`ApprovalDecision::reason`]), for a yes or a
+    /// no; `None` when it gave none, or did not answer.
+    pub reason: Option<String>,
+}
+
+impl ApprovalRecord {
+    /// A record of the turn's own making (`decided_by` is `"timeout"` or
+    /// `"turn"`): no approver's reason.
+    pub(crate) fn without_answer(verdict: ApprovalVerdict, decided_by: &str) -> Self {
+        ApprovalRecord { verdict, decided_by: decided_by.to_owned(), reason: None }
+    }
 }
 
 /// Decides approval-required calls.

@@ -14,7 +14,13 @@ use std::sync::Arc;
 use tether_codes::Code;
 
 /// Default cap on the arguments stored in an audit or ledger row: 4 KiB.
+/// Arguments over it are stored as a [marked cut](record_args); the script
+/// tool's `code` is always stored whole.
 pub const DEFAULT_AUDIT_ARGS_BYTES: usize = 4096;
+
+/// The key that marks a cut in recorded arguments: `{"$truncated": true,
+/// "bytes", "sha256", "head"}` (see [`record_args`]).
+pub const TRUNCATED_KEY: &str = "$truncated";
 
 /// Rewrites a call's arguments before they reach any host-side record (audit
 /// row, ledger row, events, nested-call summary): `(tool, args) -> args`.
@@ -42,9 +48,11 @@ pub struct CallIdentity {
     /// How deep in the tree of calls: 0 for a call the model made, 1 for a
     /// script's call, deeper for calls made by tools that call tools.
     pub depth: u32,
-    /// The arguments as JSON text, redacted, cut at the turn's cap.
+    /// The arguments as JSON text, redacted; always valid JSON. Over the
+    /// turn's cap they are a marked cut ([`record_args`]), except the script
+    /// tool's `code`, which is kept whole.
     pub args: String,
-    /// True when [`CallIdentity::args`] was cut.
+    /// True when [`CallIdentity::args`] holds a marked cut.
     pub args_truncated: bool,
 }
 
@@ -92,6 +100,8 @@ pub struct AuditRecord {
     pub approval: Option<ApprovalVerdict>,
     /// Who decided the approval.
     pub decided_by: Option<String>,
+    /// The approver's reason for its answer, if it gave one.
+    pub approval_reason: Option<String>,
     /// How the call ended.
     pub status: CallStatus,
     /// When the call arrived, Unix milliseconds.
@@ -177,6 +187,69 @@ impl LedgerEntry {
     }
 }
 
+/// The arguments `args` as an audit or ledger row records them: valid JSON
+/// text, and whether anything was cut.
+///
+/// - JSON text of at most `max` bytes is kept whole.
+/// - Over `max`, the arguments are replaced by a marked cut: `{"$truncated":
+///   true, "bytes": <size of the whole JSON text>, "sha256": <lowercase hex
+///   digest of it>, "head": <its first bytes, as a string>}`, the head sized
+///   so that the marker fits in `max` where `max` allows.
+/// - With `whole_code` (the script tool), an object's string member `code`
+///   is kept whole whatever its size, and only the other members count
+///   against `max`: over it, each of them becomes a marked cut, sharing `max`.
+pub fn record_args(args: &Value, max: usize, whole_code: bool) -> (String, bool) {
+    let text = args.to_string();
+    if text.len() <= max {
+        return (text, false);
+    }
+    if whole_code
+        && let Value::Object(members) = args
+        && members.get("code").is_some_and(Value::is_string)
+    {
+        let rest: serde_json::Map<String, Value> =
+            members.iter().filter(|(k, _)| *k != "code").map(|(k, v)| (k.clone(), v.clone())).collect();
+        if Value::Object(rest.clone()).to_string().len() <= max {
+            return (text, false);
+        }
+        let share = max / rest.len().max(1);
+        let kept = members
+            .iter()
+            .map(|(key, value)| match key.as_str() {
+                "code" => (key.clone(), value.clone()),
+                _ => {
+                    let member = value.to_string();
+                    let value = if member.len() <= share { value.clone() } else { marked_cut(&member, share) };
+                    (key.clone(), value)
+                }
+            })
+            .collect();
+        return (Value::Object(kept).to_string(), true);
+    }
+    (marked_cut(&text, max).to_string(), true)
+}
+
+/// The marked cut of JSON text `text` (see [`record_args`]), at most `max`
+/// bytes as JSON where the marker's fixed part allows.
+fn marked_cut(text: &str, max: usize) -> Value {
+    use sha2::{Digest, Sha256};
+    let sha256 = format!("{:x}", Sha256::digest(text.as_bytes()));
+    let marker =
+        |head: &str| serde_json::json!({TRUNCATED_KEY: true, "bytes": text.len(), "sha256": sha256, "head": head});
+    // The head is escaped in the marker (quotes, backslashes, controls):
+    // shrink it by what the marker is over until it fits.
+    let mut budget = max.saturating_sub(marker("").to_string().len());
+    loop {
+        let (head, _) = cut(text, budget);
+        let value = marker(&head);
+        let over = value.to_string().len().saturating_sub(max);
+        if over == 0 || head.is_empty() {
+            return value;
+        }
+        budget = budget.saturating_sub(over.max(1));
+    }
+}
+
 /// `text` cut to at most `max` bytes at a character boundary; `true` if cut.
 pub(crate) fn cut(text: &str, max: usize) -> (String, bool) {
     if text.len() <= max {
@@ -197,6 +270,51 @@ pub(crate) fn unix_ms(at: std::time::SystemTime) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn parsed(recorded: &(String, bool)) -> Value {
+        serde_json::from_str(&recorded.0).unwrap_or_else(|e| panic!("not JSON ({e}): {}", recorded.0))
+    }
+
+    #[test]
+    fn arguments_within_the_cap_are_kept_whole() {
+        let args = json!({"to": "dana@example.com"});
+        assert_eq!(record_args(&args, 4096, false), (args.to_string(), false));
+    }
+
+    #[test]
+    fn arguments_over_the_cap_are_a_marked_cut_that_is_valid_json_with_size_and_hash() {
+        // Quotes and non-ASCII in the text: the head is escaped, and cut at a character boundary.
+        let args = json!({"body": "\"é\" ".repeat(2000)});
+        let text = args.to_string();
+        let recorded = record_args(&args, 512, false);
+        assert!(recorded.1, "marked as cut");
+        assert!(recorded.0.len() <= 512, "the marker fits the cap: {} bytes", recorded.0.len());
+        let cut = parsed(&recorded);
+        assert_eq!(cut[TRUNCATED_KEY], json!(true));
+        assert_eq!(cut["bytes"], json!(text.len()));
+        use sha2::{Digest, Sha256};
+        assert_eq!(cut["sha256"], json!(format!("{:x}", Sha256::digest(text.as_bytes()))));
+        let head = cut["head"].as_str().unwrap();
+        assert!(!head.is_empty() && text.starts_with(head), "{head}");
+        // A cap too small for the marker still gives valid JSON.
+        assert_eq!(parsed(&record_args(&args, 3, false))["head"], json!(""));
+    }
+
+    #[test]
+    fn the_script_tools_code_is_never_cut_and_its_other_arguments_are_marked() {
+        let code = "x = 1\n".repeat(1200); // 7.2 KB
+        let small = json!({"code": code, "input": {"n": 1}});
+        assert_eq!(record_args(&small, 4096, true), (small.to_string(), false), "whole, nothing cut");
+        let big = json!({"code": code, "input": "y".repeat(9000)});
+        let recorded = record_args(&big, 4096, true);
+        let kept = parsed(&recorded);
+        assert!(recorded.1);
+        assert_eq!(kept["code"], json!(code), "the whole script");
+        assert_eq!((kept["input"][TRUNCATED_KEY].clone(), kept["input"]["bytes"].clone()), (json!(true), json!(9002)));
+        // Any other tool's `code` is cut like any argument.
+        assert_eq!(parsed(&record_args(&small, 4096, false))[TRUNCATED_KEY], json!(true));
+    }
 
     #[test]
     fn cutting_respects_character_boundaries() {

@@ -1,7 +1,9 @@
-//! [`TurnBuilder`]: how a [`Turn`] is put together, with every default.
+//! [`TurnBuilder`]: how a [`Turn`] is put together, with every default, and
+//! how it is opened: [`TurnBuilder::open`] claims the turn's id in the audit
+//! store, so that two turns never share one id's rows.
 
 use super::approval::{Approver, PolicyApprover};
-use super::audit::Redactor;
+use super::audit::{Redactor, unix_ms};
 use super::budget::CallBudget;
 use super::error::TurnError;
 use super::events::{EventSink, NoEvents};
@@ -48,10 +50,22 @@ impl fmt::Debug for TurnBuilder {
     }
 }
 
+/// A new turn id, unique across processes and hosts: `turn-` and a UUID v7
+/// (48 bits of Unix milliseconds, then random bits), so ids sort by when
+/// they were made. The default id of every turn Tether opens for you.
+pub fn new_turn_id() -> String {
+    format!("turn-{}", uuid::Uuid::now_v7())
+}
+
 impl Turn {
     /// A builder for turn `id`.
     pub fn builder(id: impl Into<String>) -> TurnBuilder {
         TurnBuilder::new(id)
+    }
+
+    /// A builder for a turn with a new unique id ([`new_turn_id`]).
+    pub fn builder_with_new_id() -> TurnBuilder {
+        TurnBuilder::new(new_turn_id())
     }
 }
 
@@ -182,7 +196,34 @@ impl TurnBuilder {
         self
     }
 
-    /// Builds the turn.
+    /// Builds the turn and opens it: claims its id in the audit store
+    /// ([`AuditStore::claim_turn`]), atomically against every process that
+    /// shares the store. This is how a turn you start is made; a turn id
+    /// the store already holds is refused, never mixed with the rows there.
+    ///
+    /// # Errors
+    /// [`TurnError::InvalidSchema`] or [`TurnError::DuplicateTool`], as
+    /// [`build`](Self::build);
+    /// [`StoreError::TurnTaken`](super::StoreError::TurnTaken) (in
+    /// [`TurnError::Store`]) if the store already holds the id — pass a
+    /// fresh one, or use [`Turn::builder_with_new_id`]; any other store
+    /// error if the claim could not be made durable.
+    ///
+    /// # Cancel safety
+    /// If dropped while the claim is being committed, the id may end up
+    /// claimed by no turn (it is then taken).
+    pub async fn open(self) -> Result<Turn, TurnError> {
+        let turn = self.build()?;
+        turn.inner.store.claim_turn(turn.id(), unix_ms(std::time::SystemTime::now())).await?;
+        tracing::debug!(turn_id = %turn.id(), "turn opened");
+        Ok(turn)
+    }
+
+    /// Builds the turn WITHOUT claiming its id in the audit store: for a
+    /// turn whose id is already its own — a nested turn, whose id is made
+    /// from its parent's (claimed) id and the call that started it, or a
+    /// turn taken over from a replica that crashed (`docs/audit.md`), whose
+    /// rows the store holds. A turn you start: [`open`](Self::open).
     ///
     /// # Errors
     /// [`TurnError::InvalidSchema`] or [`TurnError::DuplicateTool`].
@@ -210,5 +251,37 @@ impl TurnBuilder {
                 runs: AtomicU64::new(0),
             }),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::turn::StoreError;
+
+    #[test]
+    fn default_turn_ids_are_uuid_v7_and_unique() {
+        let ids: std::collections::HashSet<String> = (0..10_000).map(|_| new_turn_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+        let id = Turn::builder_with_new_id().build().unwrap().id().to_owned();
+        let uuid = id.strip_prefix("turn-").and_then(|u| uuid::Uuid::parse_str(u).ok());
+        assert_eq!(uuid.map(|u| u.get_version_num()), Some(7), "{id}");
+    }
+
+    #[tokio::test]
+    async fn opening_claims_the_id_and_an_id_the_store_holds_is_refused_with_what_to_do() {
+        let store: Arc<dyn AuditStore> = Arc::new(MemoryAuditStore::new());
+        let turn = Turn::builder("turn-42").audit_store(store.clone()).open().await.unwrap();
+        assert_eq!(turn.id(), "turn-42");
+        let refused = Turn::builder("turn-42").audit_store(store.clone()).open().await.unwrap_err();
+        assert!(matches!(&refused, TurnError::Store(StoreError::TurnTaken { turn_id }) if turn_id == "turn-42"));
+        let text = refused.to_string();
+        assert!(text.contains("`turn-42` is taken") && text.contains("omit it to get a new unique one"), "{text}");
+        // `build` does not claim: a turn taken over keeps its id.
+        assert_eq!(Turn::builder("turn-42").audit_store(store.clone()).build().unwrap().id(), "turn-42");
+        // Fresh ids open, one after another, on the same store.
+        for _ in 0..3 {
+            Turn::builder_with_new_id().audit_store(store.clone()).open().await.unwrap();
+        }
     }
 }

@@ -60,6 +60,17 @@ pub enum StoreError {
         /// The state of the row already there.
         state: LedgerState,
     },
+    /// A turn was opened with an id the audit store already holds (its own
+    /// turn, or rows another process wrote): the turn is refused at open, so
+    /// that two turns' rows are never mixed.
+    #[error(
+        "the turn id `{turn_id}` is taken: the audit store already holds a turn with this id; \
+         pass a fresh turn id, or omit it to get a new unique one"
+    )]
+    TurnTaken {
+        /// The turn id.
+        turn_id: String,
+    },
     /// The group of writes this write was committed with failed: nothing in
     /// it is durable.
     #[error("the audit database could not commit: {0}")]

@@ -252,20 +252,22 @@ impl Turn {
         let decided = tokio::select! {
             biased;
             code = self.ended() => {
-                guard.approval = Some(ApprovalRecord { verdict: ApprovalVerdict::Abandoned, decided_by: "turn".into() });
+                guard.approval = Some(ApprovalRecord::without_answer(ApprovalVerdict::Abandoned, "turn"));
                 return Err(Failure::new(&ended_reason(code), Step::Approval));
             }
             decided = tokio::time::timeout(wait, self.inner.approver.decide(&shown)) => decided,
         };
         match decided {
             Err(_) => {
-                guard.approval =
-                    Some(ApprovalRecord { verdict: ApprovalVerdict::TimedOut, decided_by: "timeout".into() });
+                guard.approval = Some(ApprovalRecord::without_answer(ApprovalVerdict::TimedOut, "timeout"));
                 Err(Failure::new(&Reason::ApprovalTimeout { tool: name.clone(), wait }, Step::Approval))
             }
             Ok(decision) if decision.approved => {
-                guard.approval =
-                    Some(ApprovalRecord { verdict: ApprovalVerdict::Approved, decided_by: decision.decided_by });
+                guard.approval = Some(ApprovalRecord {
+                    verdict: ApprovalVerdict::Approved,
+                    decided_by: decision.decided_by,
+                    reason: decision.reason,
+                });
                 Ok(())
             }
             Ok(decision) => {
@@ -274,8 +276,11 @@ impl Turn {
                     decided_by: decision.decided_by.clone(),
                     reason: decision.reason.clone(),
                 };
-                guard.approval =
-                    Some(ApprovalRecord { verdict: ApprovalVerdict::Denied, decided_by: decision.decided_by });
+                guard.approval = Some(ApprovalRecord {
+                    verdict: ApprovalVerdict::Denied,
+                    decided_by: decision.decided_by,
+                    reason: decision.reason,
+                });
                 Err(Failure::new(&reason, Step::Approval))
             }
         }

@@ -4,10 +4,11 @@
 //! before it settled (its parent settled, or the turn ended and dropped it).
 
 use super::approval::{ApprovalRecord, ApprovalVerdict};
-use super::audit::{AuditRecord, CallIdentity, cut, unix_ms};
+use super::audit::{AuditRecord, CallIdentity, record_args, unix_ms};
 use super::call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure};
 use super::events::ToolEvent;
 use super::origin::CallOrigin;
+use super::registry::Lookup;
 use super::state::{Turn, ended_reason};
 use super::step::Step;
 use super::store::StoreWrite;
@@ -41,7 +42,10 @@ impl CallGuard {
     /// recorded on `span`.
     pub(crate) fn start(turn: Turn, request: &CallRequest, origin: &CallOrigin, span: tracing::Span) -> CallGuard {
         let shown = turn.redact(&request.name, &request.args);
-        let args = cut(&shown.to_string(), turn.limits().audit_args_bytes);
+        // The audit keeps what ran: a script's code is never cut.
+        let script =
+            matches!(turn.inner.registry.lookup(&request.name), Lookup::Found(tool) if tool.meta().is_script_tool);
+        let args = record_args(&shown, turn.limits().audit_args_bytes, script);
         turn.inner.events.emit(&ToolEvent::ToolStarted {
             turn_id: turn.id().to_owned(),
             call_id: request.id.clone(),
@@ -84,6 +88,7 @@ impl CallGuard {
             code,
             approval: self.approval.as_ref().map(|a| a.verdict),
             decided_by: self.approval.as_ref().map(|a| a.decided_by.clone()),
+            approval_reason: self.approval.as_ref().and_then(|a| a.reason.clone()),
             status,
             started_at_ms: unix_ms(self.started_wall),
             finished_at_ms: unix_ms(SystemTime::now()),
@@ -176,7 +181,7 @@ impl Drop for CallGuard {
             other => format!("{}: the call was dropped before it settled", other.display_name()),
         };
         if self.step == Step::Approval && self.approval.is_none() {
-            self.approval = Some(ApprovalRecord { verdict: ApprovalVerdict::Abandoned, decided_by: "turn".into() });
+            self.approval = Some(ApprovalRecord::without_answer(ApprovalVerdict::Abandoned, "turn"));
         }
         let duration = self.started.elapsed();
         self.turn.inner.events.emit(&ToolEvent::ToolFailed {
@@ -200,6 +205,80 @@ impl CallGuard {
     fn enqueue_now(&self, record: AuditRecord) {
         if let Err(error) = self.turn.inner.store.try_enqueue(StoreWrite::Audit(record)) {
             tracing::error!(%error, call_id = %self.identity.call_id, "cannot write the audit row of a dropped call");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::turn::{
+        ApprovalDecision, ApprovalRequest, Approver, AuditStore, CallOrigin, CallRequest, MemoryAuditStore,
+        PolicyApprover, TRUNCATED_KEY, ToolMeta, ToolOutput, ToolSpec, Turn, executor_fn,
+    };
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+
+    /// Approves with a reason.
+    struct Approves;
+
+    #[async_trait::async_trait]
+    impl Approver for Approves {
+        async fn decide(&self, _: &ApprovalRequest) -> ApprovalDecision {
+            ApprovalDecision { approved: true, decided_by: "ops".into(), reason: Some("expected".into()) }
+        }
+    }
+
+    fn turn(approver: Arc<dyn Approver>, store: Arc<MemoryAuditStore>) -> Turn {
+        let ok = || executor_fn(|_, _| async { Ok(ToolOutput::new(json!("done"))) });
+        let script = ToolMeta { is_script_tool: true, nests: true, ..ToolMeta::default() };
+        Turn::builder("t1")
+            .audit_store(store)
+            .approver(approver)
+            .tool(ToolSpec::new("run_script", "", json!({"type": "object"})).meta(script), ok())
+            .tool(ToolSpec::new("note", "", json!({"type": "object"})).allow_repeats(), ok())
+            .tool(ToolSpec::new("pay", "", json!({"type": "object"})).requires_approval().allow_repeats(), ok())
+            .build()
+            .unwrap()
+    }
+
+    fn args_of(row: &crate::turn::AuditRecord) -> Value {
+        serde_json::from_str(&row.call.args).unwrap_or_else(|e| panic!("not JSON ({e}): {}", row.call.args))
+    }
+
+    #[tokio::test]
+    async fn a_7_kb_script_is_recorded_whole_and_other_long_arguments_as_a_marked_cut() {
+        let store = Arc::new(MemoryAuditStore::new());
+        let turn = turn(Arc::new(PolicyApprover::approve_all()), store.clone());
+        let code = "print('a line of a long script')\n".repeat(220);
+        assert!(code.len() > 7000 && code.len() > turn.limits().audit_args_bytes);
+        let script = json!({"code": code, "input": {"n": 1}});
+        turn.execute(CallRequest::new("c1", "run_script", script.clone()), CallOrigin::Model).await;
+        turn.execute(CallRequest::new("c2", "note", json!({"text": code})), CallOrigin::Model).await;
+        let rows = store.audit_log("t1").await.unwrap();
+        assert_eq!((args_of(&rows[0]), rows[0].call.args_truncated), (script, false), "the whole script");
+        let cut = args_of(&rows[1]);
+        assert!(rows[1].call.args_truncated);
+        assert_eq!(cut[TRUNCATED_KEY], json!(true));
+        assert_eq!(cut["bytes"], json!(json!({"text": code}).to_string().len()));
+        assert_eq!(cut["sha256"].as_str().map(str::len), Some(64));
+        assert!(rows[1].call.args.len() <= turn.limits().audit_args_bytes);
+    }
+
+    #[tokio::test]
+    async fn the_approvers_reason_is_in_the_audit_row_for_a_yes_and_a_no() {
+        for (approver, verdict, reason) in [
+            (Arc::new(Approves) as Arc<dyn Approver>, "approved", "expected"),
+            (Arc::new(PolicyApprover::deny_all()), "denied", "denied by the approval policy"),
+        ] {
+            let store = Arc::new(MemoryAuditStore::new());
+            let turn = turn(approver, store.clone());
+            let result = turn.execute(CallRequest::new("c1", "pay", json!({})), CallOrigin::Model).await;
+            assert_eq!(result.approval.as_ref().and_then(|a| a.reason.as_deref()), Some(reason));
+            let row = &store.audit_log("t1").await.unwrap()[0];
+            assert_eq!(
+                (row.approval.map(|a| a.as_str()), row.approval_reason.as_deref()),
+                (Some(verdict), Some(reason))
+            );
         }
     }
 }

@@ -17,7 +17,10 @@ pub struct TurnLimits {
     pub approval_timeout: Duration,
     /// The time limit of a tool that sets none. Default 2 minutes.
     pub default_tool_time_limit: Duration,
-    /// Bytes of arguments kept in an audit or ledger row. Default 4 KiB.
+    /// Bytes of arguments kept whole in an audit or ledger row; larger ones
+    /// are recorded as a marked cut ([`record_args`](super::record_args)),
+    /// except the script tool's `code`, which is always kept whole. Default
+    /// 4 KiB.
     pub audit_args_bytes: usize,
     /// Put (redacted) arguments in `ToolStarted` events and arguments and
     /// errors in the nested-call summary. Default off.
@@ -30,10 +33,18 @@ pub struct TurnLimits {
     /// refused without being evaluated. Counts alongside the sidecar's
     /// per-script call cap. Default 8.
     pub max_refused_script_calls: u32,
-    /// The most bytes a tool's result may have as JSON for any caller;
-    /// `None` (the default): only a script run's own limit applies.
+    /// The most bytes a tool's result may have as JSON for any caller, the
+    /// model's direct calls included. Default [`DEFAULT_MAX_RESULT_BYTES`]
+    /// (4 MiB, the sidecar's own limit for a script's call); `None`: only a
+    /// script run's own limit applies, and a direct call's result is
+    /// unbounded.
     pub max_result_bytes: Option<u64>,
 }
+
+/// The default [`TurnLimits::max_result_bytes`]: 4 MiB, as the sidecar's
+/// default limit for one call's result, so a direct call and a script's
+/// call are held to the same size.
+pub const DEFAULT_MAX_RESULT_BYTES: u64 = 4 << 20;
 
 impl Default for TurnLimits {
     fn default() -> Self {
@@ -46,7 +57,7 @@ impl Default for TurnLimits {
             capture_payloads: false,
             max_depth: 3,
             max_refused_script_calls: 8,
-            max_result_bytes: None,
+            max_result_bytes: Some(DEFAULT_MAX_RESULT_BYTES),
         }
     }
 }

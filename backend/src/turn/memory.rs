@@ -4,6 +4,7 @@
 use super::audit::{AuditRecord, LedgerEntry, LedgerState};
 use super::error::StoreError;
 use super::store::{AuditStore, Commit, StartVerdict, StoreWrite, start_verdict};
+use std::collections::HashSet;
 use std::sync::Mutex;
 
 /// An [`AuditStore`] in memory. Nothing survives the process. Every write is
@@ -11,6 +12,7 @@ use std::sync::Mutex;
 /// queue is never full.
 #[derive(Debug, Default)]
 pub struct MemoryAuditStore {
+    turns: Mutex<HashSet<String>>,
     audit: Mutex<Vec<AuditRecord>>,
     ledger: Mutex<Vec<LedgerEntry>>,
 }
@@ -23,6 +25,23 @@ impl MemoryAuditStore {
 
     fn apply(&self, write: StoreWrite) -> Result<(), StoreError> {
         match write {
+            StoreWrite::OpenTurn { turn_id, .. } => {
+                let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+                // Rows of a turn built without a claim hold the id too.
+                let has_rows = || {
+                    self.audit.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|r| r.call.turn_id == turn_id)
+                        || self
+                            .ledger
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .iter()
+                            .any(|e| e.call.turn_id == turn_id)
+                };
+                if turns.contains(&turn_id) || has_rows() {
+                    return Err(StoreError::TurnTaken { turn_id });
+                }
+                turns.insert(turn_id);
+            }
             StoreWrite::Audit(record) => {
                 self.audit.lock().unwrap_or_else(|p| p.into_inner()).push(record);
             }
@@ -74,5 +93,16 @@ impl AuditStore for MemoryAuditStore {
     async fn ledger(&self, turn_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
         let ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
         Ok(ledger.iter().filter(|e| e.call.turn_id == turn_id).cloned().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_turn_id_is_claimed_once_and_a_held_id_is_refused() {
+        let store = MemoryAuditStore::new();
+        crate::turn::store_suite::claim_rules(&store, &store).await;
     }
 }

@@ -58,15 +58,17 @@ pub use approval::{
     Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover,
 };
 pub(crate) use audit::cut;
-pub use audit::{AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, Redactor};
+pub use audit::{
+    AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, LedgerEntry, LedgerState, Redactor, TRUNCATED_KEY, record_args,
+};
 pub use budget::{CallBudget, Reservation};
-pub use builder::TurnBuilder;
+pub use builder::{TurnBuilder, new_turn_id};
 pub use call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure};
 pub use error::{StoreError, TurnError};
 pub use events::{EventLog, EventSink, NoEvents, ToolEvent};
 pub use executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};
 pub use group_commit::DEFAULT_QUEUE_CAPACITY;
-pub use limits::TurnLimits;
+pub use limits::{DEFAULT_MAX_RESULT_BYTES, TurnLimits};
 pub use memory::MemoryAuditStore;
 pub use origin::CallOrigin;
 pub use policy::{

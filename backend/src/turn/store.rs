@@ -24,6 +24,15 @@ use std::task::{Context, Poll};
 /// were enqueued.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreWrite {
+    /// Claims a turn id for a turn being opened: atomically, against every
+    /// process that shares the store. Fails with [`StoreError::TurnTaken`]
+    /// if the store already holds the id (a claim, or rows of it).
+    OpenTurn {
+        /// The turn.
+        turn_id: String,
+        /// When, Unix milliseconds.
+        opened_at_ms: i64,
+    },
     /// Appends an audit row.
     Audit(AuditRecord),
     /// Records a ledger row `started` under the tool's replay rule: see
@@ -114,6 +123,23 @@ pub trait AuditStore: Send + Sync + 'static {
     /// committed (`started`, which says the effect may have happened).
     async fn ledger_started(&self, entry: LedgerEntry, replay: ToolReplay) -> Result<(), StoreError> {
         self.enqueue(StoreWrite::Started { entry, replay }).await?.await
+    }
+
+    /// Claims `turn_id` for a turn being opened ([`StoreWrite::OpenTurn`])
+    /// and resolves once the claim is durable. The claim is atomic across
+    /// every process sharing the store: of two opening one id at once,
+    /// exactly one gets `Ok`.
+    ///
+    /// # Errors
+    /// [`StoreError::TurnTaken`] if the store already holds the id; any
+    /// other error if the claim is not durable. Either way the turn must
+    /// not be opened.
+    ///
+    /// # Cancel safety
+    /// If dropped after the write was enqueued, the claim may still be
+    /// committed (the id is then taken, and unused).
+    async fn claim_turn(&self, turn_id: &str, opened_at_ms: i64) -> Result<(), StoreError> {
+        self.enqueue(StoreWrite::OpenTurn { turn_id: turn_id.to_owned(), opened_at_ms }).await?.await
     }
 
     /// What the store has committed since it was created, if it counts

@@ -72,7 +72,9 @@ macro_rules! store_suite {
             a_store_that_cannot_open_fails_every_waiter,
             a_full_queue_makes_enqueue_wait_and_try_enqueue_fail,
             dropping_the_store_commits_what_is_queued,
-            two_stores_on_one_database_never_both_start_a_call_id
+            two_stores_on_one_database_never_both_start_a_call_id,
+            a_turn_id_is_claimed_once_and_a_held_id_is_refused_after_reopening,
+            two_stores_on_one_database_never_both_claim_a_turn_id
         );
     };
     (@tests $harness:ty; $($test:ident),*) => {
@@ -114,6 +116,7 @@ pub(super) fn record(call_id: &str) -> AuditRecord {
         code: Some("approval_denied".into()),
         approval: Some(ApprovalVerdict::Denied),
         decided_by: Some("policy".into()),
+        approval_reason: Some("denied by the approval policy: ünïcödé".into()),
         status: CallStatus::Failed,
         started_at_ms: 10,
         finished_at_ms: 11,
@@ -174,6 +177,7 @@ pub(super) async fn audit_rows_round_trip_with_the_same_identity_columns_as_the_
         code: None,
         approval: None,
         decided_by: None,
+        approval_reason: None,
         status: CallStatus::Abandoned,
         ..row.clone()
     };
@@ -348,4 +352,60 @@ pub(super) async fn two_stores_on_one_database_never_both_start_a_call_id<H: Har
     }
     assert!(started.iter().all(|&times| times == 1), "times each call id was started: {started:?}");
     assert_eq!(h.committed(Table::Ledger).await, i64::try_from(calls).unwrap());
+}
+
+/// The claim rules every store applies, `store` and `reopened` on one
+/// database (for a store in memory: the same store): a fresh id is claimed
+/// once; a claimed id, or one with rows of a turn built without a claim, is
+/// refused with [`StoreError::TurnTaken`], whose message says what to do.
+pub(super) async fn claim_rules(store: &dyn AuditStore, reopened: &dyn AuditStore) {
+    store.claim_turn("fresh", 1).await.unwrap();
+    for again in [store, reopened] {
+        let taken = again.claim_turn("fresh", 2).await.unwrap_err();
+        assert!(matches!(&taken, StoreError::TurnTaken { turn_id } if turn_id == "fresh"), "{taken:?}");
+        let text = taken.to_string();
+        assert!(text.contains("`fresh` is taken") && text.contains("pass a fresh turn id, or omit it"), "{text}");
+    }
+    // Turn `t1` has rows, written by a turn built without a claim.
+    store.enqueue(StoreWrite::Audit(record("c1"))).await.unwrap().await.unwrap();
+    assert!(matches!(reopened.claim_turn("t1", 3).await, Err(StoreError::TurnTaken { .. })));
+    let ledger_only = LedgerEntry { call: CallIdentity { turn_id: "t2".into(), ..identity("p/1") }, ..entry("p/1") };
+    store.ledger_started(ledger_only, ToolReplay::Never).await.unwrap();
+    assert!(matches!(reopened.claim_turn("t2", 3).await, Err(StoreError::TurnTaken { .. })));
+    // A refused claim wrote nothing: the turn's rows are as they were.
+    assert_eq!(reopened.audit_log("t1").await.unwrap().len(), 1);
+    reopened.claim_turn("another", 4).await.unwrap();
+}
+
+pub(super) async fn a_turn_id_is_claimed_once_and_a_held_id_is_refused_after_reopening<H: Harness>(h: H) {
+    let store = h.open(DEFAULT);
+    let reopened = h.open(DEFAULT);
+    claim_rules(&store, &reopened).await;
+}
+
+/// Two stores on one database — two backends — opening the same turn ids
+/// at once: each id is claimed exactly once; the other gets `TurnTaken`.
+pub(super) async fn two_stores_on_one_database_never_both_claim_a_turn_id<H: Harness>(h: H) {
+    let turns = 30;
+    let stores = [Arc::new(h.open(DEFAULT)), Arc::new(h.open(DEFAULT))];
+    for store in &stores {
+        store.ready().await.unwrap();
+    }
+    let mut tasks = Vec::new();
+    for (which, store) in stores.iter().enumerate() {
+        for n in 0..turns {
+            let store = store.clone();
+            let n = if which == 0 { n } else { turns - 1 - n };
+            tasks.push(tokio::spawn(async move { (n, store.claim_turn(&format!("turn-{n}"), 1).await) }));
+        }
+    }
+    let mut claimed = vec![0; turns];
+    for task in tasks {
+        match task.await.unwrap() {
+            (n, Ok(())) => claimed[n] += 1,
+            (_, Err(StoreError::TurnTaken { .. })) => {}
+            (n, Err(other)) => panic!("turn-{n}: {other}"),
+        }
+    }
+    assert!(claimed.iter().all(|&times| times == 1), "times each turn id was claimed: {claimed:?}");
 }

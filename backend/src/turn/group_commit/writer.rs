@@ -231,6 +231,9 @@ fn answer(write: StoreWrite, reply: Reply, result: Result<(), StoreError>) {
             StoreWrite::Audit(AuditRecord { call, .. }) => {
                 tracing::error!(%error, ?write, call_id = %call.call_id, "an audit row was not stored");
             }
+            StoreWrite::OpenTurn { turn_id, .. } => {
+                tracing::error!(%error, %turn_id, "a turn id's claim was not stored");
+            }
             _ => tracing::error!(%error, ?write, "an effect-ledger write was not stored"),
         }
     }

@@ -98,7 +98,7 @@ fn attempt(
         .zip(rejected)
         .filter_map(|(write, rejected)| match write {
             _ if rejected.is_some() => None,
-            StoreWrite::Audit(_) => None,
+            StoreWrite::Audit(_) | StoreWrite::OpenTurn { .. } => None,
             StoreWrite::Started { entry, .. } => Some(entry.call.turn_id.as_str()),
             StoreWrite::Settled { turn_id, .. } => Some(turn_id.as_str()),
         })
@@ -131,6 +131,11 @@ fn apply(
     write: &StoreWrite,
 ) -> Result<Result<(), StoreError>, postgres::Error> {
     match write {
+        StoreWrite::OpenTurn { turn_id, opened_at_ms } => {
+            if !statements.claim_turn(c, turn_id, *opened_at_ms)? {
+                return Ok(Err(StoreError::TurnTaken { turn_id: turn_id.clone() }));
+            }
+        }
         StoreWrite::Audit(record) => statements.insert_audit(c, record)?,
         StoreWrite::Started { entry, replay } => {
             let (turn_id, call_id) = (&entry.call.turn_id, &entry.call.call_id);

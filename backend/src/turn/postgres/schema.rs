@@ -14,7 +14,9 @@ use postgres::{Client, GenericClient, Row, Statement};
 /// The version of the tables this build writes. A database whose tables
 /// carry a newer version is refused (an older build must not write tables it
 /// does not know).
-pub(super) const SCHEMA_VERSION: i32 = 1;
+/// Version 2 added `tether_turns` (turn ids claimed at open) and the audit
+/// column `approval_reason`; [`MIGRATIONS`] brings version 1 tables up.
+pub(super) const SCHEMA_VERSION: i32 = 2;
 
 /// The identity columns' declarations, the same in both tables, in the order
 /// of `identity_columns!`.
@@ -38,6 +40,10 @@ CREATE TABLE IF NOT EXISTS tether_schema (
     only_row BOOLEAN PRIMARY KEY DEFAULT true CHECK (only_row),
     version INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS tether_turns (
+    turn_id TEXT PRIMARY KEY,
+    opened_at_ms BIGINT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS tether_audit (
     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     ",
@@ -47,6 +53,7 @@ CREATE TABLE IF NOT EXISTS tether_audit (
     code TEXT,
     approval TEXT,
     decided_by TEXT,
+    approval_reason TEXT,
     status TEXT NOT NULL,
     started_at_ms BIGINT NOT NULL,
     finished_at_ms BIGINT NOT NULL,
@@ -67,6 +74,16 @@ CREATE TABLE IF NOT EXISTS tether_ledger (
 );
 "
 );
+
+/// What brings tables of version `N` to `N + 1`: `MIGRATIONS[N - 1]`, run
+/// under the schema lock in the transaction that records the new version.
+const MIGRATIONS: [&str; 1] = ["
+CREATE TABLE IF NOT EXISTS tether_turns (
+    turn_id TEXT PRIMARY KEY,
+    opened_at_ms BIGINT NOT NULL
+);
+ALTER TABLE tether_audit ADD COLUMN IF NOT EXISTS approval_reason TEXT;
+"];
 
 /// One lock per schema (the tables' namespace), held while the tables are
 /// checked and created: two backends starting at once do not race on
@@ -93,9 +110,16 @@ const SESSION: &str = "SET lock_timeout = '10s'";
 const INSERT_AUDIT: &str = concat!(
     "INSERT INTO tether_audit (",
     identity_columns!(),
-    ", step, code, approval, decided_by, status, started_at_ms, finished_at_ms, duration_us)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+    ", step, code, approval, decided_by, approval_reason, status, started_at_ms, finished_at_ms, duration_us)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
 );
+/// Whether rows of turn `$1` are there (a turn built without a claim).
+const TURN_HAS_ROWS: &str = "SELECT EXISTS (SELECT 1 FROM tether_audit WHERE turn_id = $1)
+     OR EXISTS (SELECT 1 FROM tether_ledger WHERE turn_id = $1)";
+/// Inserts nothing if the id is claimed; of two writers claiming one id at
+/// once, the second waits for the first's transaction and inserts nothing.
+const CLAIM_TURN: &str =
+    "INSERT INTO tether_turns (turn_id, opened_at_ms) VALUES ($1, $2) ON CONFLICT (turn_id) DO NOTHING";
 /// Locks the row, so that its state cannot change before the transaction
 /// ends.
 const LEDGER_STATE: &str = "SELECT state FROM tether_ledger WHERE turn_id = $1 AND call_id = $2 FOR UPDATE";
@@ -116,7 +140,7 @@ const SETTLE: &str = "UPDATE tether_ledger SET state = 'settled', settled_at_ms 
 const SELECT_AUDIT: &str = concat!(
     "SELECT ",
     identity_columns!(),
-    ", step, code, approval, decided_by, status, started_at_ms, finished_at_ms, duration_us
+    ", step, code, approval, decided_by, approval_reason, status, started_at_ms, finished_at_ms, duration_us
      FROM tether_audit WHERE turn_id = $1 ORDER BY id"
 );
 const SELECT_LEDGER: &str = concat!(
@@ -129,6 +153,8 @@ const SELECT_LEDGER: &str = concat!(
 /// The statements, prepared once per connection.
 pub(super) struct Statements {
     lock_turns: Statement,
+    turn_has_rows: Statement,
+    claim_turn: Statement,
     insert_audit: Statement,
     ledger_state: Statement,
     insert_started: Statement,
@@ -157,6 +183,8 @@ pub(super) fn prepare(client: &mut Client, describe: &str) -> Result<Statements,
     create_tables(client, describe)?;
     Ok(Statements {
         lock_turns: client.prepare(LOCK_TURNS)?,
+        turn_has_rows: client.prepare(TURN_HAS_ROWS)?,
+        claim_turn: client.prepare(CLAIM_TURN)?,
         insert_audit: client.prepare(INSERT_AUDIT)?,
         ledger_state: client.prepare(LEDGER_STATE)?,
         insert_started: client.prepare(INSERT_STARTED)?,
@@ -194,7 +222,19 @@ fn create_tables(client: &mut Client, describe: &str) -> Result<(), StoreError> 
                 ),
             });
         }
-        // The current version (no older one exists yet to bring up to date).
+        Some(version) if version < SCHEMA_VERSION => {
+            let from = usize::try_from(version.max(1) - 1).unwrap_or(0);
+            for migration in MIGRATIONS.iter().skip(from) {
+                transaction.batch_execute(migration)?;
+            }
+            transaction.execute("UPDATE tether_schema SET version = $1", &[&SCHEMA_VERSION])?;
+            tracing::info!(
+                database = describe,
+                from = version,
+                to = SCHEMA_VERSION,
+                "brought the audit tables up to date"
+            );
+        }
         Some(_) => {}
     }
     transaction.commit()?;
@@ -246,13 +286,33 @@ impl Statements {
         Ok(())
     }
 
+    /// Claims `turn_id`; `false` if it is claimed or has rows.
+    pub(super) fn claim_turn(
+        &self,
+        c: &mut impl GenericClient,
+        turn_id: &str,
+        opened_at_ms: i64,
+    ) -> Result<bool, postgres::Error> {
+        let has_rows: bool = c.query_one(&self.turn_has_rows, &[&turn_id])?.try_get(0)?;
+        Ok(!has_rows && c.execute(&self.claim_turn, &[&turn_id, &opened_at_ms])? == 1)
+    }
+
     /// Appends an audit row.
     pub(super) fn insert_audit(&self, c: &mut impl GenericClient, r: &AuditRecord) -> Result<(), postgres::Error> {
         let depth = i64::from(r.call.depth);
         let (step, approval, status) =
             (r.step.map(Step::as_str), r.approval.map(ApprovalVerdict::as_str), r.status.as_str());
-        let rest: [&(dyn ToSql + Sync); 8] =
-            [&step, &r.code, &approval, &r.decided_by, &status, &r.started_at_ms, &r.finished_at_ms, &r.duration_us];
+        let rest: [&(dyn ToSql + Sync); 9] = [
+            &step,
+            &r.code,
+            &approval,
+            &r.decided_by,
+            &r.approval_reason,
+            &status,
+            &r.started_at_ms,
+            &r.finished_at_ms,
+            &r.duration_us,
+        ];
         let params: Vec<_> = identity_params(&r.call, &depth).into_iter().chain(rest).collect();
         c.execute(&self.insert_audit, &params)?;
         Ok(())
@@ -311,10 +371,11 @@ impl Statements {
                     code: row.try_get(n + 1)?,
                     approval: approval.and_then(ApprovalVerdict::parse),
                     decided_by: row.try_get(n + 3)?,
-                    status: CallStatus::from_stored(row.try_get(n + 4)?),
-                    started_at_ms: row.try_get(n + 5)?,
-                    finished_at_ms: row.try_get(n + 6)?,
-                    duration_us: row.try_get(n + 7)?,
+                    approval_reason: row.try_get(n + 4)?,
+                    status: CallStatus::from_stored(row.try_get(n + 5)?),
+                    started_at_ms: row.try_get(n + 6)?,
+                    finished_at_ms: row.try_get(n + 7)?,
+                    duration_us: row.try_get(n + 8)?,
                 })
             })
             .collect()

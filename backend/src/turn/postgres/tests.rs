@@ -3,7 +3,7 @@
 #![allow(clippy::await_holding_lock)]
 
 use super::*;
-use crate::turn::store_suite::{Harness, Reject, Table, entry, started, store_suite};
+use crate::turn::store_suite::{Harness, Reject, Table, entry, record, started, store_suite};
 use crate::turn::tool::ToolReplay;
 use crate::turn::{AuditStore, LedgerState};
 use std::sync::Arc;
@@ -138,7 +138,7 @@ async fn the_tables_are_created_on_first_use_with_their_schema_version() {
     let store = PostgresAuditStore::new(&h.url).unwrap();
     assert_eq!(h.client.query_one(exists, &[&h.schema]).await.unwrap().get::<_, i64>(0), 0, "nothing before first use");
     store.ready().await.unwrap();
-    assert_eq!(h.client.query_one(exists, &[&h.schema]).await.unwrap().get::<_, i64>(0), 3);
+    assert_eq!(h.client.query_one(exists, &[&h.schema]).await.unwrap().get::<_, i64>(0), 4);
     assert_eq!(store.schema_version().await.unwrap(), schema::SCHEMA_VERSION);
     assert_eq!(store.target(), h.url);
 }
@@ -152,8 +152,42 @@ async fn tables_of_a_newer_schema_version_are_refused_with_what_to_do() {
     let refused = store.ready().await.unwrap_err();
     let text = refused.to_string();
     assert!(matches!(refused, StoreError::Open { .. }), "{refused:?}");
-    assert!(text.contains("schema version `2`") && text.contains("upgrade this backend"), "{text}");
+    assert!(text.contains("schema version `3`") && text.contains("upgrade this backend"), "{text}");
     assert!(matches!(store.ledger_started(entry("p/1"), ToolReplay::Never).await, Err(StoreError::Open { .. })));
+}
+
+#[tokio::test]
+async fn tables_of_version_1_are_brought_up_to_date() {
+    let h = PostgresHarness::new().await;
+    PostgresAuditStore::new(&h.url).unwrap().ready().await.unwrap();
+    // Version 1: no `tether_turns`, no `approval_reason`; a turn with rows.
+    h.client
+        .batch_execute(
+            "DROP TABLE tether_turns; ALTER TABLE tether_audit DROP COLUMN approval_reason;
+             UPDATE tether_schema SET version = 1",
+        )
+        .await
+        .unwrap();
+    h.client
+        .execute(
+            concat!(
+                "INSERT INTO tether_audit (",
+                crate::turn::audit::identity_columns!(),
+                ", status, started_at_ms, finished_at_ms, duration_us)
+                 VALUES ('t-old', 'c', NULL, NULL, 'pay', 'model', 0, '{}', false, 'ok', 1, 2, 3)"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let store = PostgresAuditStore::new(&h.url).unwrap();
+    store.ready().await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), schema::SCHEMA_VERSION);
+    assert_eq!(store.audit_log("t-old").await.unwrap()[0].approval_reason, None);
+    store.enqueue(StoreWrite::Audit(record("c1"))).await.unwrap().await.unwrap();
+    assert_eq!(store.audit_log("t1").await.unwrap(), vec![record("c1")], "the reason is stored");
+    assert!(matches!(store.claim_turn("t-old", 1).await, Err(StoreError::TurnTaken { .. })));
+    store.claim_turn("t-new", 1).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -34,6 +34,11 @@ pub(super) fn commit(
 
 fn apply(c: &Connection, write: &StoreWrite) -> Result<(), StoreError> {
     match write {
+        StoreWrite::OpenTurn { turn_id, opened_at_ms } => {
+            if !schema::claim_turn(c, turn_id, *opened_at_ms)? {
+                return Err(StoreError::TurnTaken { turn_id: turn_id.clone() });
+            }
+        }
         StoreWrite::Audit(record) => schema::insert_audit(c, record)?,
         StoreWrite::Started { entry, replay } => {
             let existing = schema::ledger_state(c, &entry.call.turn_id, &entry.call.call_id)?;

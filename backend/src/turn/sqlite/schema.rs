@@ -1,4 +1,4 @@
-//! The SQLite schema: the two tables, the columns a [`CallIdentity`] maps to
+//! The SQLite schema: the three tables (turns, audit, ledger), the columns a [`CallIdentity`] maps to
 //! (ONE mapping, used by both tables), the statements, opening a connection
 //! (WAL, `synchronous=FULL`) and bringing an older file up to date.
 
@@ -30,6 +30,10 @@ macro_rules! identity_ddl {
 
 const SCHEMA: &str = concat!(
     "
+CREATE TABLE IF NOT EXISTS turns (
+    turn_id TEXT PRIMARY KEY NOT NULL,
+    opened_at_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     ",
@@ -39,6 +43,7 @@ CREATE TABLE IF NOT EXISTS audit (
     code TEXT,
     approval TEXT,
     decided_by TEXT,
+    approval_reason TEXT,
     status TEXT NOT NULL,
     started_at_ms INTEGER NOT NULL,
     finished_at_ms INTEGER NOT NULL,
@@ -62,8 +67,9 @@ CREATE TABLE IF NOT EXISTS ledger (
 
 /// Columns added since the first schema, added to an older file when it is
 /// opened: `(table, column, declaration)`.
-const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
+const ADDED_COLUMNS: [(&str, &str, &str); 4] = [
     ("audit", "depth", "INTEGER NOT NULL DEFAULT 0"),
+    ("audit", "approval_reason", "TEXT"),
     ("ledger", "depth", "INTEGER NOT NULL DEFAULT 0"),
     ("ledger", "args_truncated", "INTEGER NOT NULL DEFAULT 0"),
 ];
@@ -71,8 +77,8 @@ const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
 const INSERT_AUDIT: &str = concat!(
     "INSERT INTO audit (",
     identity_columns!(),
-    ", step, code, approval, decided_by, status, started_at_ms, finished_at_ms, duration_us)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ", step, code, approval, decided_by, approval_reason, status, started_at_ms, finished_at_ms, duration_us)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 );
 const INSERT_STARTED: &str = concat!(
     "INSERT INTO ledger (",
@@ -80,6 +86,12 @@ const INSERT_STARTED: &str = concat!(
     ", approval_required, state, started_at_ms)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?)"
 );
+/// Whether the store holds turn `?1`: a claim, or rows of a turn that was
+/// built without one (or written before claims existed).
+const TURN_HELD: &str = "SELECT EXISTS (SELECT 1 FROM turns WHERE turn_id = ?1)
+     OR EXISTS (SELECT 1 FROM audit WHERE turn_id = ?1)
+     OR EXISTS (SELECT 1 FROM ledger WHERE turn_id = ?1)";
+const CLAIM_TURN: &str = "INSERT INTO turns (turn_id, opened_at_ms) VALUES (?1, ?2)";
 const LEDGER_STATE: &str = "SELECT state FROM ledger WHERE turn_id = ?1 AND call_id = ?2";
 const RESTART: &str = "UPDATE ledger SET state = 'started', started_at_ms = ?3, settled_at_ms = NULL, outcome = NULL
      WHERE turn_id = ?1 AND call_id = ?2";
@@ -88,7 +100,7 @@ const SETTLE: &str =
 const SELECT_AUDIT: &str = concat!(
     "SELECT ",
     identity_columns!(),
-    ", step, code, approval, decided_by, status, started_at_ms, finished_at_ms, duration_us
+    ", step, code, approval, decided_by, approval_reason, status, started_at_ms, finished_at_ms, duration_us
      FROM audit WHERE turn_id = ?1 ORDER BY id"
 );
 const SELECT_LEDGER: &str = concat!(
@@ -175,10 +187,31 @@ fn identity_from(row: &Row<'_>) -> rusqlite::Result<CallIdentity> {
 pub(super) fn insert_audit(c: &Connection, r: &AuditRecord) -> rusqlite::Result<()> {
     let (step, approval, status) =
         (r.step.map(Step::as_str), r.approval.map(ApprovalVerdict::as_str), r.status.as_str());
-    let rest: [&dyn ToSql; 8] =
-        [&step, &r.code, &approval, &r.decided_by, &status, &r.started_at_ms, &r.finished_at_ms, &r.duration_us];
+    let rest: [&dyn ToSql; 9] = [
+        &step,
+        &r.code,
+        &approval,
+        &r.decided_by,
+        &r.approval_reason,
+        &status,
+        &r.started_at_ms,
+        &r.finished_at_ms,
+        &r.duration_us,
+    ];
     c.prepare_cached(INSERT_AUDIT)?.execute(params_from_iter(identity_params(&r.call).into_iter().chain(rest)))?;
     Ok(())
+}
+
+/// Claims `turn_id`; `false` if the store already holds it. Atomic across
+/// processes: the group's transaction is `IMMEDIATE`, so it holds the
+/// file's write lock from the check to the commit.
+pub(super) fn claim_turn(c: &Connection, turn_id: &str, opened_at_ms: i64) -> rusqlite::Result<bool> {
+    let held: bool = c.prepare_cached(TURN_HELD)?.query_row([turn_id], |row| row.get(0))?;
+    if held {
+        return Ok(false);
+    }
+    c.prepare_cached(CLAIM_TURN)?.execute(params![turn_id, opened_at_ms])?;
+    Ok(true)
 }
 
 /// The state of the ledger row of `(turn_id, call_id)`, if there is one.
@@ -220,17 +253,18 @@ pub(super) fn audit_rows(c: &Connection, turn_id: &str) -> rusqlite::Result<Vec<
         let n = IDENTITY_COLUMNS;
         let step: Option<String> = row.get(n)?;
         let approval: Option<String> = row.get(n + 2)?;
-        let status: String = row.get(n + 4)?;
+        let status: String = row.get(n + 5)?;
         Ok(AuditRecord {
             call: identity_from(row)?,
             step: step.as_deref().and_then(Step::parse),
             code: row.get(n + 1)?,
             approval: approval.as_deref().and_then(ApprovalVerdict::parse),
             decided_by: row.get(n + 3)?,
+            approval_reason: row.get(n + 4)?,
             status: CallStatus::from_stored(&status),
-            started_at_ms: row.get(n + 5)?,
-            finished_at_ms: row.get(n + 6)?,
-            duration_us: row.get(n + 7)?,
+            started_at_ms: row.get(n + 6)?,
+            finished_at_ms: row.get(n + 7)?,
+            duration_us: row.get(n + 8)?,
         })
     })?;
     rows.collect()
