@@ -113,11 +113,14 @@ fn line(row: &AuditRecord) -> String {
         (Some(code), Some(name)) => format!("{} `{code}` ({name})", row.status.as_str()),
         (Some(code), None) => format!("{} `{code}`", row.status.as_str()),
     };
-    let approval = match (&row.approval, &row.decided_by) {
+    let mut approval = match (&row.approval, &row.decided_by) {
         (Some(verdict), Some(by)) => format!(", approval {} by {by}", verdict.as_str()),
         (Some(verdict), None) => format!(", approval {}", verdict.as_str()),
         _ => String::new(),
     };
+    if let Some(reason) = &row.approval_reason {
+        approval.push_str(&format!(" ({reason:?})"));
+    }
     let run = row.call.script_run_id.as_deref().map(|r| format!(" [run {r}]")).unwrap_or_default();
     format!(
         "{} {} ({}){run}: {outcome}{approval}, {:.1} ms  {}",
@@ -188,6 +191,7 @@ pub fn to_json(turn_id: &str, records: &TurnRecords, filter: &Filter) -> Value {
             row["code"] = json!(r.code);
             row["approval"] = json!(r.approval.map(|a| a.as_str()));
             row["decided_by"] = json!(r.decided_by);
+            row["approval_reason"] = json!(r.approval_reason);
             row["status"] = json!(r.status.as_str());
             row["started_at_ms"] = json!(r.started_at_ms);
             row["finished_at_ms"] = json!(r.finished_at_ms);

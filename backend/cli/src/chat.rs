@@ -129,12 +129,13 @@ impl Session {
         &self.agent
     }
 
-    /// A new turn over the tools, `run_script` and this agent's agent tools.
-    fn turn(&mut self) -> anyhow::Result<Turn> {
+    /// A new turn over the tools, `run_script` and this agent's agent tools,
+    /// opened (its id claimed in the audit store).
+    async fn turn(&mut self) -> anyhow::Result<Turn> {
         self.turns += 1;
         let id = format!("{}-{}", self.id_prefix, self.turns);
         let agent_tools = self.peers.tools_for(Some(&self.agent))?;
-        Ok(self.setup.build(&id, &self.tools, &self.script, agent_tools)?)
+        Ok(self.setup.open(&id, &self.tools, &self.script, agent_tools).await?)
     }
 
     /// Sends `message` as the user and runs the turn to its answer or to the
@@ -145,7 +146,7 @@ impl Session {
     /// # Errors
     /// If the agent or its turn cannot be set up (an unset key variable).
     pub async fn send(&mut self, message: &str) -> anyhow::Result<(Turn, AgentRun)> {
-        let turn = self.turn()?;
+        let turn = self.turn().await?;
         let agent_loop = self.peers.agent_loop(&self.agent)?;
         let mut conversation = self.conversation.clone();
         conversation.push(json!({"role": "user", "content": message}));

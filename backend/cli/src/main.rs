@@ -269,10 +269,10 @@ fn audit_store_url(cli: &Cli) -> anyhow::Result<AuditStoreUrl> {
     })
 }
 
-/// A turn id no earlier run of this command used (the audit store outlives runs).
+/// A turn id no other run of this command used, on any host (the audit store
+/// outlives runs, and may be shared): `<kind>-` and a UUID v7.
 fn turn_id(kind: &str) -> String {
-    let millis = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    format!("{kind}-{millis}-{}", std::process::id())
+    format!("{kind}-{}", uuid::Uuid::now_v7())
 }
 
 // One thread: the CLI runs one turn at a time, and with the client, the
@@ -472,7 +472,7 @@ async fn run_script(cli: &Cli, source: Source, code: String, input: Value, label
     let backend = Backend::start(cli, source, Approval::Policy).await?;
     let turn_id = turn_id("run");
     let outcome = async {
-        let turn = backend.setup.build(&turn_id, &backend.tools, &backend.script, Vec::new())?;
+        let turn = backend.setup.open(&turn_id, &backend.tools, &backend.script, Vec::new()).await?;
         eprintln!(
             "running {label} as the model's run_script call, on the sidecar at {}, with the {} tools of {}",
             backend.address,

@@ -40,18 +40,26 @@ impl TurnSetup {
         tools.add_to(builder).add_tool(script.clone())
     }
 
-    /// A top-level turn with id `turn_id`: `[turn]`'s limits (payloads
-    /// captured for the live view) and deadline, the tools of `tools`,
-    /// `script` (the `run_script` tool, [`script_tool`]), and `extra` (agent tools).
+    /// A top-level turn with id `turn_id`, opened (the id claimed in the
+    /// audit store): `[turn]`'s limits (payloads captured for the live view)
+    /// and deadline, the tools of `tools`, `script` (the `run_script` tool,
+    /// [`script_tool`]), and `extra` (agent tools).
     ///
     /// # Errors
-    /// If two tools share a name (a tool set's are unique; `run_script` is taken).
-    pub fn build(&self, turn_id: &str, tools: &ToolSet, script: &Tool, extra: Vec<Tool>) -> Result<Turn, TurnError> {
+    /// If two tools share a name (a tool set's are unique; `run_script` is
+    /// taken), or the audit store already holds `turn_id` or cannot claim it.
+    pub async fn open(
+        &self,
+        turn_id: &str,
+        tools: &ToolSet,
+        script: &Tool,
+        extra: Vec<Tool>,
+    ) -> Result<Turn, TurnError> {
         let mut builder = Turn::builder(turn_id).limits(self.turn.limits.clone()).capture_payloads(true);
         if let Some(deadline) = self.turn.deadline {
             builder = builder.deadline_in(deadline);
         }
-        extra.into_iter().fold(self.equip(builder, tools, script), TurnBuilder::add_tool).build()
+        extra.into_iter().fold(self.equip(builder, tools, script), TurnBuilder::add_tool).open().await
     }
 }
 

@@ -318,3 +318,41 @@ async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
     );
     assert_eq!(rows["ledger"][0]["state"], "settled", "{rows}");
 }
+
+/// Issue 26: the audit keeps what ran. A 7 KB script (over the 4 KiB
+/// `audit_args_bytes`) is in `tether audit --json` whole, as valid JSON; the
+/// approver's reason is in the row of the call it decided; and two runs get
+/// different turn ids.
+#[test]
+fn a_7_kb_script_is_kept_whole_in_the_audit_with_the_approvers_reason() {
+    let scratch = Scratch::new();
+    let comments: String =
+        (0..130).map(|n| format!("# line {n:04} of a long script, kept whole by the audit\n")).collect();
+    let code = format!("{comments}m = send_email(to='a@example.com', subject='s', body='b')\nm['ok']");
+    assert!(code.len() > 7000);
+    let file = scratch.path("long.py");
+    std::fs::write(&file, &code).unwrap();
+    let run = || {
+        let output = scratch.tether(&["--approval", "deny", "run", file.to_str().unwrap(), "--input", "{}"]);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{stderr}");
+        let turn = stderr.split("rows for turn ").nth(1).and_then(|rest| rest.split_whitespace().next());
+        turn.unwrap_or_else(|| panic!("no turn id in: {stderr}")).to_owned()
+    };
+    let (first, second) = (run(), run());
+    assert_ne!(first, second, "each run is a turn of its own");
+
+    let shown = stdout_json(&scratch.tether(&["audit", "--turn", &first, "--json"]));
+    let rows = shown["audit"].as_array().unwrap();
+    let script = rows.iter().find(|r| r["tool"] == "run_script").unwrap_or_else(|| panic!("{shown}"));
+    let args: Value = serde_json::from_str(script["args"].as_str().unwrap()).expect("the recorded args are JSON");
+    assert_eq!(args, json!({"code": code, "input": {}}), "the whole script");
+    assert_eq!(script["args_truncated"], json!(false));
+    let email = rows.iter().find(|r| r["tool"] == "send_email").unwrap_or_else(|| panic!("{shown}"));
+    assert_eq!(
+        (&email["approval"], &email["decided_by"], &email["approval_reason"]),
+        (&json!("denied"), &json!("policy"), &json!("denied by the approval policy"))
+    );
+    let text = String::from_utf8_lossy(&scratch.tether(&["audit", "--turn", &first]).stdout).into_owned();
+    assert!(text.contains("approval denied by policy (\"denied by the approval policy\")"), "{text}");
+}
