@@ -57,7 +57,10 @@ impl Approver for PyApprover {
             ApprovalDecision::deny(DECIDED_BY_FAULT, Some(why))
         };
         match invoke(&self.decide, request_json(request), read_answer).await {
-            Ok(Invoked::Returned(Ok((true, by, _)))) => ApprovalDecision::approve(by),
+            // A yes keeps its reason too: the audit row records it.
+            Ok(Invoked::Returned(Ok((true, by, reason)))) => {
+                ApprovalDecision { approved: true, decided_by: by, reason }
+            }
             Ok(Invoked::Returned(Ok((false, by, reason)))) => ApprovalDecision::deny(by, reason),
             Ok(Invoked::Returned(Err(error))) => fault(format!("the approver's answer could not be read: {error}")),
             Ok(Invoked::Raised { kind, message }) => fault(format!("the approver raised `{kind}`: {message}")),

@@ -18,7 +18,8 @@ use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tether_backend::turn::{
-    AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover, ScriptTool, ToolSpec, Turn, TurnLimits,
+    AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover, ScriptTool, StoreError, ToolSpec, Turn, TurnError,
+    TurnLimits, new_turn_id,
 };
 use tokio::task::JoinHandle;
 
@@ -93,7 +94,8 @@ impl LimitsJson {
 
 /// Everything `Turn.open` was given, checked before anything starts.
 struct Plan {
-    id: String,
+    /// `None`: a new unique id ([`new_turn_id`]).
+    id: Option<String>,
     tools: Vec<(ToolSpec, Py<PyAny>)>,
     approver: Option<Py<PyAny>>,
     audit: AuditStoreUrl,
@@ -108,7 +110,8 @@ struct Plan {
 impl Plan {
     async fn build(self) -> PyResult<NativeTurn> {
         let store = self.audit.open().await.map_err(error::store)?;
-        let mut builder = Turn::builder(self.id).limits(self.limits).audit_store(store);
+        let id = self.id.unwrap_or_else(new_turn_id);
+        let mut builder = Turn::builder(id).limits(self.limits).audit_store(store);
         builder = match self.approver {
             Some(decide) => builder.approver(Arc::new(PyApprover::new(decide))),
             // Without an approver, approval-required calls are denied.
@@ -137,7 +140,12 @@ impl Plan {
             }
             builder = builder.add_tool(script.into_tool().map_err(error::config)?);
         }
-        let turn = builder.build().map_err(error::config)?;
+        // Opened: the id is claimed in the store, and one it holds is refused.
+        let turn = builder.open().await.map_err(|e| match e {
+            TurnError::Store(StoreError::TurnTaken { .. }) => error::config(e),
+            TurnError::Store(other) => error::store(other),
+            other => error::config(other),
+        })?;
         Ok(NativeTurn { turn, forwarder: Mutex::new(forwarder) })
     }
 }
@@ -163,7 +171,8 @@ fn json_text(value: &Value) -> String {
 
 #[pymethods]
 impl NativeTurn {
-    /// Builds a turn: `tools` are `(spec JSON, invoke)` pairs, `approver`
+    /// Builds and opens a turn: `turn_id` (`None`: a new unique one; one the
+    /// audit store already holds raises `ConfigError`), `tools` are `(spec JSON, invoke)` pairs, `approver`
     /// an `async def decide(request_json)`, `audit` a store URL, `sidecar`
     /// an address, `"embedded"` or `None` (no `run_script`), `limits` JSON,
     /// `deliver` the event hub's callable.
@@ -172,7 +181,7 @@ impl NativeTurn {
     #[allow(clippy::too_many_arguments)]
     fn open<'py>(
         py: Python<'py>,
-        turn_id: String,
+        turn_id: Option<String>,
         tools: Vec<(String, Py<PyAny>)>,
         approver: Option<Py<PyAny>>,
         audit: String,

@@ -25,7 +25,7 @@ class Turn:
 
     @staticmethod
     def open(
-        turn_id: str,
+        turn_id: Optional[str],
         tools: Sequence[Tuple[str, Callable[[str], Awaitable[Tuple[Any, ...]]]]],
         approver: Optional[Callable[[str], Awaitable[Tuple[bool, str, Optional[str]]]]],
         audit: str,

@@ -86,7 +86,8 @@ class Decision:
     approved: bool
     #: Who decided, for the audit log.
     decided_by: str = "python"
-    #: Passed on to the caller on a denial.
+    #: Passed on to the caller on a denial; recorded in the audit row
+    #: (``AuditRow.approval_reason``) for a yes or a no.
     reason: Optional[str] = None
 
 
@@ -124,7 +125,9 @@ class CallIdentity:
     tool: str
     origin: str
     depth: int
-    #: The arguments as recorded (redacted, cut), JSON text.
+    #: The arguments as recorded (redacted), valid JSON text: whole, or over
+    #: ``audit_args_bytes`` a marked cut ``{"$truncated": true, "bytes",
+    #: "sha256", "head"}``; ``run_script``'s ``code`` is always whole.
     args: str
     args_truncated: bool
 
@@ -142,6 +145,8 @@ class AuditRow(CallIdentity):
     started_at_ms: int
     finished_at_ms: int
     duration_us: int
+    #: The approver's reason for its answer (``Decision.reason``), if it gave one.
+    approval_reason: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,6 @@ EMBEDDED = _native.EMBEDDED
 Approver = Callable[[ApprovalRequest], Union[bool, Decision, Awaitable[Union[bool, Decision]]]]
 EventCallback = Callable[[ToolEvent], Any]
 
-_turn_ids = itertools.count(1)
-
-
 class _ApproverBridge:
     """Wraps the user's approver for the Rust side (``src/approver.rs``)."""
 
@@ -159,6 +156,9 @@ class Turn:
           sidecar in this process), ``"unix:/path"``, ``"http://host:port"``,
           or ``None`` for no ``run_script``. ``token`` (default
           ``$TETHER_TOKEN``): the bearer token a TCP sidecar asks for.
+        - ``turn_id``: the id of the turn's audit rows; by default a new one,
+          unique across processes and hosts (``turn-<UUID v7>``). An id the
+          audit store already holds raises :class:`tether.ConfigError`.
         - ``on_event``: called with each :class:`ToolEvent` on the loop.
         - limits: ``max_tool_calls`` (200), ``max_approval_calls`` (25),
           ``approval_timeout`` (300 s), ``default_tool_time_limit`` (120 s),
@@ -189,7 +189,7 @@ class Turn:
 
         async def build() -> Turn:
             native = await _native.Turn.open(
-                turn_id or f"turn-{os.getpid()}-{next(_turn_ids)}",
+                turn_id,  # None: the turn gets a new unique id (`turn-<UUID v7>`)
                 [(t.spec_json(), t._invoke) for t in made],
                 bridge.decide if bridge is not None else None,
                 audit,
