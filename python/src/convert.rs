@@ -83,7 +83,7 @@ pub(crate) fn event(event: &ToolEvent) -> Value {
         }),
         ToolEvent::ToolCompleted { turn_id, call_id, parent_call_id, tool, error_code, duration, metadata } => json!({
             "kind": "completed", "turn_id": turn_id, "call_id": call_id, "parent_call_id": parent_call_id,
-            "tool": tool, "error_code": error_code, "duration_s": duration.as_secs_f64(), "metadata": metadata,
+            "tool": tool, "code": error_code, "duration_s": duration.as_secs_f64(), "metadata": metadata,
         }),
         ToolEvent::ToolFailed { turn_id, call_id, parent_call_id, tool, code, step, message, duration } => json!({
             "kind": "failed", "turn_id": turn_id, "call_id": call_id, "parent_call_id": parent_call_id,

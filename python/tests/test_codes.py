@@ -96,3 +96,9 @@ async def test_caps_and_the_script_call_cap_from_python() -> None:
     assert capped.value["result"][1]["error"]["code"] == "tool_call_cap_reached"
     for code in ("approval_cap_reached", "script_call_cap_reached", "refusal_cap_reached", "tool_call_cap_reached"):
         assert tether.codes.BY_CODE[code].is_cap
+
+
+def test_every_code_has_its_constant_and_every_constant_is_a_code() -> None:
+    constants = {name: value for name, value in vars(tether.codes).items() if name.isupper() and isinstance(value, str)}
+    assert constants == {c.code.upper(): c.code for c in tether.codes.ALL}
+    assert tether.codes.APPROVAL_DENIED == "approval_denied"

@@ -19,11 +19,12 @@ import atexit as _atexit
 from . import _native, codes
 from ._native import AuditStoreError, ConfigError, SidecarUnavailable, TetherError, __version__
 from ._records import ApprovalRequest, AuditRow, CallError, CallResult, Decision, LedgerRow, ToolEvent
-from ._tools import Tool, ToolError, make_tool, tool
-from ._turn import EMBEDDED, ScriptTool, Turn, embedded_sidecar, read_audit_log
+from ._tools import ApprovalPredicate, Tool, ToolError, make_tool, tool
+from ._turn import EMBEDDED, ScriptTool, Turn, TurnClosed, TurnOptions, embedded_sidecar, read_audit_log
 
 __all__ = [
     "EMBEDDED",
+    "ApprovalPredicate",
     "ApprovalRequest",
     "AuditRow",
     "AuditStoreError",
@@ -39,6 +40,8 @@ __all__ = [
     "ToolError",
     "ToolEvent",
     "Turn",
+    "TurnClosed",
+    "TurnOptions",
     "__version__",
     "codes",
     "embedded_sidecar",

@@ -94,22 +94,30 @@ class Decision:
 @dataclass(frozen=True)
 class ToolEvent:
     """A call event: ``started``, then exactly one of ``completed`` (the tool
-    returned, possibly its own error) or ``failed``."""
+    returned, possibly its own error) or ``failed``. Every event has the
+    same fields; those that do not apply to its kind are ``None``."""
 
     kind: Literal["started", "completed", "failed"]
     turn_id: str
     call_id: str
     parent_call_id: Optional[str]
     tool: str
+    #: ``model``, ``script`` or ``tool``: who made the call.
     origin: Optional[str] = None
+    #: 0 for the model's calls, 1 for a script's, deeper inside tools.
     depth: Optional[int] = None
-    #: Arguments, only with ``capture_payloads=True``.
+    #: Arguments, only with ``capture_payloads=True`` (``started``).
     args: Any = None
-    error_code: Optional[str] = None
+    #: ``completed``: the tool's own error code, if it failed; ``failed``: the
+    #: refusal or failure code (``tether.codes``). ``None`` when it went well.
     code: Optional[str] = None
+    #: The code's display name, for a ``tether.codes`` code.
     display_name: Optional[str] = None
+    #: ``failed``: the step of the one execution path that ended the call.
     step: Optional[str] = None
+    #: ``failed``: the reason, as the caller reads it.
     message: Optional[str] = None
+    #: ``completed`` and ``failed``: seconds since ``started``.
     duration_s: Optional[float] = None
     metadata: Any = None
 

@@ -4,19 +4,50 @@ decides by, and how a call's outcome is handed to the turn."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import functools
 import inspect
 import json
 import logging
+import re
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, Literal, Mapping, Optional, Tuple, Union, overload
+from typing import Any, Awaitable, Callable, Dict, Iterable, Literal, Mapping, Optional, Tuple, Union, overload
 
 import pydantic
 import pydantic_core
 
+from ._native import ConfigError
+from ._records import ApprovalRequest
+
 logger = logging.getLogger("tether")
 
 Repeats = Literal["default", "refuse", "allow"]
+
+#: Decides, call by call, whether a call needs the approver: given the
+#: :class:`ApprovalRequest` (the exact arguments), returns or awaits a bool.
+ApprovalPredicate = Callable[[ApprovalRequest], Union[bool, Awaitable[bool]]]
+
+#: What the model providers accept as a tool name (OpenAI, Anthropic, Gemini).
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def check_tool_name(name: Any) -> str:
+    """``name`` if every model provider accepts it as a tool name, else
+    :class:`tether.ConfigError` saying what is allowed."""
+    if not isinstance(name, str) or not TOOL_NAME.match(name):
+        raise ConfigError(
+            f"tool name `{name}` is not one the model providers accept: use 1 to 64 letters, digits, `_` or `-`"
+            " (pass `name=` to choose one)"
+        )
+    return name
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"; did you mean `x`?"`` for the closest of ``choices``, or ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean `{close[0]}`?" if close else ""
 
 
 class ToolError(Exception):
@@ -51,12 +82,12 @@ def schema_from_signature(function: Callable[..., Any]) -> Tuple[Dict[str, Any],
     works), required unless it has a default.
     """
     signature = inspect.signature(function)
-    hints = typing.get_type_hints(function, include_extras=True)
+    hints = _type_hints(function, include_extras=True)
     params = [
         p for p in signature.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     ]
     if any(p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY) for p in signature.parameters.values()):
-        raise TypeError(f"tool `{function.__name__}`: positional-only and *args parameters cannot be tool arguments")
+        raise TypeError(f"tool `{_name_of(function)}`: positional-only and *args parameters cannot be tool arguments")
     if len(params) == 1 and _is_model(hints.get(params[0].name)):
         model: type[pydantic.BaseModel] = hints[params[0].name]
         name = params[0].name
@@ -64,10 +95,13 @@ def schema_from_signature(function: Callable[..., Any]) -> Tuple[Dict[str, Any],
     fields: Dict[str, Any] = {
         p.name: (hints.get(p.name, Any), ... if p.default is p.empty else p.default) for p in params
     }
-    model = pydantic.create_model(
-        f"{function.__name__}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
-    )
-    schema = model.model_json_schema()
+    try:
+        model = pydantic.create_model(
+            f"{_name_of(function)}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
+        )
+        schema = model.model_json_schema()
+    except pydantic.PydanticUserError as error:
+        raise ConfigError(f"tool `{_name_of(function)}`: its parameters have no JSON Schema: {error}") from error
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
         if isinstance(prop, dict):
@@ -75,13 +109,30 @@ def schema_from_signature(function: Callable[..., Any]) -> Tuple[Dict[str, Any],
     return schema, lambda args: dict(model.model_validate(args))
 
 
+def _name_of(function: Callable[..., Any]) -> str:
+    """The function's name; a ``functools.partial`` is named by its function."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    return str(getattr(function, "__name__", type(function).__name__))
+
+
+def _type_hints(function: Callable[..., Any], include_extras: bool = False) -> Dict[str, Any]:
+    """The type hints of ``function`` (of the function a ``functools.partial`` wraps)."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    target = function if inspect.isroutine(function) or inspect.isclass(function) else type(function).__call__
+    return typing.get_type_hints(target, include_extras=include_extras)
+
+
 def _output_schema(function: Callable[..., Any]) -> Optional[Dict[str, Any]]:
-    annotation = typing.get_type_hints(function).get("return", inspect.Signature.empty)
+    annotation = _type_hints(function).get("return", inspect.Signature.empty)
     if annotation in (inspect.Signature.empty, None, type(None), Any):
         return None
     try:
         return pydantic.TypeAdapter(annotation).json_schema()
-    except (pydantic.PydanticSchemaGenerationError, TypeError):
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as error:
+        # An output schema only documents the result for the stubs; the tool works without it.
+        logger.info("tool `%s`: its return annotation has no JSON Schema (%s)", _name_of(function), error)
         return None
 
 
@@ -99,8 +150,11 @@ class Tool:
     function: Callable[..., Any]
     input_schema: Dict[str, Any]
     output_schema: Optional[Dict[str, Any]] = None
-    #: Every call needs the approver's yes.
-    requires_approval: bool = False
+    #: Every call needs the approver's yes (``True``), or the calls this
+    #: predicate says so (it gets the :class:`ApprovalRequest`; a call it
+    #: waives is approved as ``decided_by="tool-policy"``, and still counts
+    #: against ``max_approval_calls``; a predicate that raises denies).
+    requires_approval: Union[bool, ApprovalPredicate] = False
     #: Has no effects: no effect-ledger rows, identical repeats allowed.
     read_only: bool = False
     #: Listed by name only until activated (``Turn.activate``).
@@ -122,13 +176,22 @@ class Tool:
     time_limit: Optional[float] = None
     _bind: Optional[_Binder] = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        check_tool_name(self.name)
+        if not isinstance(self.requires_approval, bool) and not callable(self.requires_approval):
+            raise ConfigError(
+                f"tool `{self.name}`: `requires_approval` is `{self.requires_approval!r}`;"
+                " give True, False, or a function of the ApprovalRequest that returns a bool"
+            )
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
 
     def spec_json(self) -> str:
         """The spec the Rust side reads (``src/tool.rs``)."""
         meta = {
-            "requires_approval": self.requires_approval,
+            # A predicate is decided in Python, at the turn's approval step (`_turn.py`).
+            "requires_approval": self.requires_approval is not False,
             "read_only": self.read_only,
             "deferred": self.deferred,
             "asks_user": self.asks_user,
@@ -182,7 +245,7 @@ def tool(
     description: Optional[str] = None,
     schema: Optional[Mapping[str, Any]] = None,
     output_schema: Optional[Mapping[str, Any]] = None,
-    requires_approval: bool = False,
+    requires_approval: Union[bool, ApprovalPredicate] = False,
     read_only: bool = False,
     deferred: bool = False,
     asks_user: bool = False,
@@ -207,6 +270,21 @@ def tool(function: Optional[Callable[..., Any]] = None, /, **options: Any) -> An
     return make(function) if function is not None else make
 
 
+#: The options of :func:`tool` that are the turn's metadata (fields of :class:`Tool`).
+META_OPTIONS = (
+    "requires_approval",
+    "read_only",
+    "deferred",
+    "asks_user",
+    "runs_on_device",
+    "meta_tool",
+    "replay_safe",
+    "concurrency_safe",
+    "repeats",
+    "time_limit",
+)
+
+
 def make_tool(
     function: Callable[..., Any],
     *,
@@ -216,19 +294,46 @@ def make_tool(
     output_schema: Optional[Mapping[str, Any]] = None,
     **meta: Any,
 ) -> Tool:
-    """:func:`tool` without the decorator syntax."""
+    """:func:`tool` without the decorator syntax. Given a :class:`Tool`,
+    returns a copy with the options given applied (the original is
+    unchanged). An option that is not one of :func:`tool`'s raises
+    :class:`tether.ConfigError` with a did-you-mean."""
+    for key in meta:
+        if key not in META_OPTIONS:
+            known = ("name", "description", "schema", "output_schema", *META_OPTIONS)
+            raise ConfigError(f"`{key}` is not an option of a tool{did_you_mean(key, known)}")
     if isinstance(function, Tool):
-        return function
+        changes: Dict[str, Any] = dict(meta)
+        if name is not None:
+            changes["name"] = name
+        if description is not None:
+            changes["description"] = description
+        if schema is not None:
+            changes["input_schema"], changes["_bind"] = dict(schema), None
+        if output_schema is not None:
+            changes["output_schema"] = dict(output_schema)
+        return dataclasses.replace(function, **changes) if changes else function
+    if not callable(function):
+        raise ConfigError(f"a tool is made of a function, not `{type(function).__name__}`")
+    if name is None and _name_of(function) == "<lambda>":
+        raise ConfigError("a lambda has no name a model can call: pass `name=`")
     if schema is not None:
         input_schema, bind = dict(schema), None
     else:
         input_schema, bind = schema_from_signature(function)
     return Tool(
-        name=name or function.__name__,
-        description=description if description is not None else inspect.cleandoc(function.__doc__ or ""),
+        name=name or _name_of(function),
+        description=description if description is not None else inspect.cleandoc(_doc_of(function)),
         function=function,
         input_schema=input_schema,
         output_schema=dict(output_schema) if output_schema is not None else _output_schema(function),
         _bind=bind,
         **meta,
     )
+
+
+def _doc_of(function: Callable[..., Any]) -> str:
+    """The docstring; a ``functools.partial``'s is its function's."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    return function.__doc__ or ""

@@ -24,9 +24,11 @@ from typing import (
     Union,
 )
 
+from typing_extensions import TypedDict
+
 from . import _native
 from ._records import AuditRow, CallResult, ApprovalRequest, Decision, LedgerRow, ToolEvent, _from
-from ._tools import Tool, ToolLike, make_tool
+from ._tools import ApprovalPredicate, Tool, ToolLike, make_tool
 
 logger = logging.getLogger("tether")
 
@@ -36,14 +38,44 @@ EMBEDDED = _native.EMBEDDED
 Approver = Callable[[ApprovalRequest], Union[bool, Decision, Awaitable[Union[bool, Decision]]]]
 EventCallback = Callable[[ToolEvent], Any]
 
-class _ApproverBridge:
-    """Wraps the user's approver for the Rust side (``src/approver.rs``)."""
+class TurnClosed(_native.TetherError):
+    """Raised by :meth:`Turn.execute` (and ``run_script``, :meth:`Turn.activate`)
+    once the turn is closed: a closed turn runs nothing and writes no row.
+    Open a new turn for new calls."""
 
-    def __init__(self, approver: Approver) -> None:
+
+#: Who approved a call that its tool's ``requires_approval`` predicate waived.
+WAIVED_BY = "tool-policy"
+#: Who denied a call when the turn was opened without an approver.
+NO_APPROVER = "no-approver"
+
+
+class _ApproverBridge:
+    """The turn's approval step in Python (``src/approver.rs``): a tool's
+    ``requires_approval`` predicate first, then the user's approver; with
+    none, the call is denied as "no approver is configured"."""
+
+    def __init__(self, approver: Optional[Approver], predicates: Dict[str, ApprovalPredicate]) -> None:
         self._approver = approver
+        self._predicates = predicates
 
     async def decide(self, request_json: str) -> Tuple[bool, str, Optional[str]]:
         request = _from(ApprovalRequest, json.loads(request_json))
+        predicate = self._predicates.get(request.tool)
+        if predicate is not None:
+            try:
+                needed = predicate(request)
+                if inspect.isawaitable(needed):
+                    needed = await needed
+            except Exception as error:
+                logger.warning("the approval predicate of `%s` raised", request.tool, exc_info=True)
+                return (False, WAIVED_BY, f"the tool's approval predicate raised `{type(error).__qualname__}`")
+            if not isinstance(needed, bool):
+                return (False, WAIVED_BY, f"the tool's approval predicate returned `{type(needed).__name__}`, not a bool")
+            if not needed:
+                return (True, WAIVED_BY, None)
+        if self._approver is None:
+            return (False, NO_APPROVER, "no approver is configured: open the turn with `approver=` to approve this tool's calls")
         answer = self._approver(request)
         if inspect.isawaitable(answer):
             answer = await answer
@@ -62,9 +94,18 @@ class _EventHub:
         self._callback = callback
         self._queues: List[asyncio.Queue[Optional[ToolEvent]]] = []
         self._tasks: Set[asyncio.Future[Any]] = set()
+        # Who made each call in flight, from its `started` event: a call's
+        # later event carries its origin and depth too.
+        self._callers: Dict[str, Tuple[Optional[str], Optional[int]]] = {}
 
     def deliver(self, event_json: str) -> None:
-        event = _from(ToolEvent, json.loads(event_json))
+        data = json.loads(event_json)
+        key = f"{data.get('parent_call_id')}\n{data.get('call_id')}"
+        if data.get("kind") == "started":
+            self._callers[key] = (data.get("origin"), data.get("depth"))
+        else:
+            data["origin"], data["depth"] = self._callers.pop(key, (None, None))
+        event = _from(ToolEvent, data)
         for queue in self._queues:
             queue.put_nowait(event)
         if self._callback is None:
@@ -87,6 +128,30 @@ class _EventHub:
         for queue in self._queues:
             queue.put_nowait(None)
         self._queues.clear()
+
+
+class TurnOptions(TypedDict, total=False):
+    """The keyword options of :meth:`Turn.open`, for code that passes them
+    on (the adapters' ``open_turn(tools, **options)``): each is typed and
+    documented as there. A test holds the two lists equal."""
+
+    approver: Optional[Approver]
+    audit: str
+    sidecar: Optional[str]
+    token: Optional[str]
+    turn_id: Optional[str]
+    on_event: Optional[EventCallback]
+    max_tool_calls: Optional[int]
+    max_approval_calls: Optional[int]
+    approval_timeout: Optional[float]
+    default_tool_time_limit: Optional[float]
+    audit_args_bytes: Optional[int]
+    capture_payloads: Optional[bool]
+    max_depth: Optional[int]
+    max_refused_script_calls: Optional[int]
+    max_result_bytes: Optional[int]
+    deadline: Optional[float]
+    script_time_limit: Optional[float]
 
 
 class ScriptTool:
@@ -120,6 +185,11 @@ class Turn:
         self._native = native
         self._hub = hub
         self._calls = itertools.count(1)
+        self._closed = False
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise TurnClosed(f"turn `{self.id}` is closed: {what} ran nothing; open a new turn for new calls")
 
     @staticmethod
     def open(
@@ -185,13 +255,14 @@ class Turn:
         }
         made = [make_tool(t) for t in tools]
         hub = _EventHub(on_event)
-        bridge = _ApproverBridge(approver) if approver is not None else None
+        predicates = {t.name: t.requires_approval for t in made if callable(t.requires_approval)}
+        bridge = _ApproverBridge(approver, predicates)
 
         async def build() -> Turn:
             native = await _native.Turn.open(
                 turn_id,  # None: the turn gets a new unique id (`turn-<UUID v7>`)
                 [(t.spec_json(), t._invoke) for t in made],
-                bridge.decide if bridge is not None else None,
+                bridge.decide,
                 audit,
                 sidecar,
                 token if token is not None else (os.environ.get("TETHER_TOKEN") or None),
@@ -225,7 +296,10 @@ class Turn:
         lookup, arguments, policy, pre-execution check, approval, execution
         under its time limit, audit. Never raises for a refused or failed
         call: the result says why. Cancelling the awaiting task cancels the
-        call (and a script it runs)."""
+        call (and a script it runs).
+
+        Raises :class:`TurnClosed` once the turn is closed."""
+        self._check_open(f"the call `{call_id}` of `{name}`")
         text = await self._native.execute(call_id, name, json.dumps({} if args is None else args))
         return CallResult._from_json(json.loads(text))
 
@@ -249,6 +323,7 @@ class Turn:
 
     def activate(self, name: str) -> bool:
         """Activates a deferred tool for the model and every running script."""
+        self._check_open(f"activating `{name}`")
         return bool(self._native.activate(name))
 
     def cancel(self) -> None:
@@ -284,7 +359,9 @@ class Turn:
 
     async def close(self) -> None:
         """Commits every audit row written so far and ends the iterators of
-        :meth:`events`. The turn's calls have all settled by then."""
+        :meth:`events`. The turn's calls have all settled by then; from now
+        on :meth:`execute` raises :class:`TurnClosed`."""
+        self._closed = True
         await self._native.audit_log()
         # Events queued before the commit are delivered before the iterators end.
         await asyncio.sleep(0)

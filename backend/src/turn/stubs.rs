@@ -54,28 +54,40 @@ pub fn python_stubs(tools: &[ToolSpec]) -> String {
 }
 
 fn write_tool(out: &mut String, tool: &ToolSpec) {
-    let params = Params::of(&tool.input_schema);
-    let returns = tool.output_schema.as_ref().map_or_else(|| "Any".to_owned(), shape);
-    let doc = docstring(tool, &params, &returns);
+    let types = Types { root: &tool.input_schema };
+    let params = Params::of(&types);
+    let returns =
+        tool.output_schema.as_ref().map_or_else(|| "Any".to_owned(), |schema| Types { root: schema }.shape(schema));
+    let doc = doc_text(tool, &params, &returns);
     if is_name(&tool.name) && !RESERVED.contains(&tool.name.as_str()) && params.all_named {
         let _ = writeln!(out, "def {}({}) -> Result:", tool.name, params.signature());
+        // A docstring that cannot end early: no triple quotes or backslashes inside.
+        let quoted = doc.replace('\\', "\\\\").replace("\"\"\"", "'''").replace('\n', "\n    ");
+        let _ = writeln!(out, "    \"\"\"{quoted}\n    \"\"\"");
+        out.push_str("    ...\n");
     } else {
-        // Not a Python name (or its arguments aren't): shown as the call it takes.
-        let _ = writeln!(out, "# call({:?}, {{...}})", tool.name);
-        let _ = writeln!(out, "def _tool_{}(args: dict[str, Any]) -> Result:", mangle(&tool.name));
+        // Not a Python name (or its arguments aren't): no function of it
+        // exists in the script, so it is shown only as the call it takes.
+        let _ = writeln!(out, "# {:?} is reached only with call():", tool.name);
+        let _ = writeln!(out, "#   call({:?}, {}) -> Result", tool.name, params.as_dict());
+        for line in doc.lines() {
+            let _ = writeln!(out, "#   {line}");
+        }
     }
-    let _ = writeln!(out, "    {doc}");
-    out.push_str("    ...\n");
 }
 
-/// The docstring: the description, each argument's, and the value's type.
-fn docstring(tool: &ToolSpec, params: &Params, returns: &str) -> String {
+/// The tool's documentation: the description, each argument's (with the
+/// shape of a structured argument), and the value's type.
+fn doc_text(tool: &ToolSpec, params: &Params, returns: &str) -> String {
     let mut text = tool.description.trim().to_owned();
-    let documented: Vec<_> = params.list.iter().filter(|p| !p.description.is_empty()).collect();
+    let documented: Vec<_> = params.list.iter().filter(|p| !p.description.is_empty() || p.shape.is_some()).collect();
     if !documented.is_empty() {
         text.push_str("\n\nArgs:");
         for param in documented {
             let _ = write!(text, "\n    {}: {}", param.name, param.description.trim());
+            if let Some(shape) = &param.shape {
+                let _ = write!(text, "{}shape {shape}", if param.description.trim().is_empty() { "" } else { "; " });
+            }
         }
     }
     let _ = write!(text, "\n\nValue (result[\"value\"] when ok): {returns}");
@@ -87,8 +99,7 @@ fn docstring(tool: &ToolSpec, params: &Params, returns: &str) -> String {
     if !tool.meta.read_only {
         text.push_str("\nHas effects: do not repeat a call that succeeded.");
     }
-    // A docstring that cannot end early: no triple quotes or backslashes inside.
-    format!("\"\"\"{}\n    \"\"\"", text.replace('\\', "\\\\").replace("\"\"\"", "'''").replace('\n', "\n    "))
+    text
 }
 
 struct Param {
@@ -96,6 +107,8 @@ struct Param {
     ty: String,
     required: bool,
     description: String,
+    /// The fields of a structured argument, when its type alone hides them.
+    shape: Option<String>,
 }
 
 struct Params {
@@ -105,7 +118,8 @@ struct Params {
 }
 
 impl Params {
-    fn of(schema: &Value) -> Params {
+    fn of(types: &Types<'_>) -> Params {
+        let schema = types.resolve(types.root);
         let required: Vec<&str> =
             schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
         let list: Vec<Param> = schema
@@ -113,11 +127,16 @@ impl Params {
             .and_then(Value::as_object)
             .into_iter()
             .flatten()
-            .map(|(name, property)| Param {
-                name: name.clone(),
-                ty: python_type(property),
-                required: required.contains(&name.as_str()),
-                description: property.get("description").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            .map(|(name, property)| {
+                let ty = types.python_type(property);
+                let shape = Some(types.shape(property)).filter(|shape| shape.contains('{'));
+                Param {
+                    name: name.clone(),
+                    ty,
+                    required: required.contains(&name.as_str()),
+                    description: property.get("description").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    shape,
+                }
             })
             .collect();
         let all_named = list.iter().all(|p| is_name(&p.name));
@@ -137,50 +156,125 @@ impl Params {
         let params: Vec<String> = required.chain(optional).collect();
         format!("*, {}", params.join(", "))
     }
+
+    /// `{"a": str, "b": int (optional)}`: the arguments as the dict `call` takes.
+    fn as_dict(&self) -> String {
+        let fields: Vec<String> = self
+            .list
+            .iter()
+            .map(|p| format!("{:?}: {}{}", p.name, p.ty, if p.required { "" } else { " (optional)" }))
+            .collect();
+        format!("{{{}}}", fields.join(", "))
+    }
 }
 
-/// The Python type of a JSON Schema (the common subset; anything else is `Any`).
-fn python_type(schema: &Value) -> String {
-    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        let literals: Vec<String> = values.iter().filter_map(python_literal).collect();
-        if literals.len() == values.len() && !literals.is_empty() {
-            return format!("Literal[{}]", literals.join(", "));
+/// How deep `$ref`s and nested shapes are followed: a recursive model ends
+/// as `Any` rather than looping.
+const MAX_DEPTH: usize = 8;
+
+/// How many levels of nested fields a shape shows: enough for a model's
+/// arguments, short for a recursive one.
+const SHAPE_DEPTH: usize = 3;
+
+/// Python types of the schemas inside one root schema, whose `$defs` (or
+/// `definitions`) a `$ref` names.
+struct Types<'a> {
+    root: &'a Value,
+}
+
+impl<'a> Types<'a> {
+    /// `schema`, or what its local `$ref` (`#/$defs/Name`) points to.
+    fn resolve(&self, schema: &'a Value) -> &'a Value {
+        let mut schema = schema;
+        for _ in 0..MAX_DEPTH {
+            let Some(pointer) = schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')) else {
+                return schema;
+            };
+            match self.root.pointer(pointer) {
+                Some(target) => schema = target,
+                None => return schema,
+            }
+        }
+        schema
+    }
+
+    /// The Python type of a JSON Schema (the common subset; anything else is `Any`).
+    fn python_type(&self, schema: &Value) -> String {
+        self.type_at(schema, 0)
+    }
+
+    fn type_at(&self, schema: &Value, depth: usize) -> String {
+        if depth > MAX_DEPTH {
+            return "Any".to_owned();
+        }
+        let schema = self.resolve(schema);
+        if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+            let literals: Vec<String> = values.iter().filter_map(python_literal).collect();
+            if literals.len() == values.len() && !literals.is_empty() {
+                return format!("Literal[{}]", literals.join(", "));
+            }
+        }
+        if let Some(options) = schema.get("anyOf").or_else(|| schema.get("oneOf")).and_then(Value::as_array) {
+            return union(options.iter().map(|option| self.type_at(option, depth + 1)));
+        }
+        match schema.get("type") {
+            Some(Value::String(ty)) => self.json_type(ty, schema, depth),
+            Some(Value::Array(types)) => {
+                union(types.iter().filter_map(Value::as_str).map(|ty| self.json_type(ty, schema, depth)))
+            }
+            None if schema.get("properties").is_some() => "dict[str, Any]".to_owned(),
+            _ => "Any".to_owned(),
         }
     }
-    if let Some(options) = schema.get("anyOf").or_else(|| schema.get("oneOf")).and_then(Value::as_array) {
-        return union(options.iter().map(python_type));
-    }
-    match schema.get("type") {
-        Some(Value::String(ty)) => json_type(ty, schema),
-        Some(Value::Array(types)) => union(types.iter().filter_map(Value::as_str).map(|ty| json_type(ty, schema))),
-        _ => "Any".to_owned(),
-    }
-}
 
-fn json_type(ty: &str, schema: &Value) -> String {
-    match ty {
-        "string" => "str".to_owned(),
-        "integer" => "int".to_owned(),
-        "number" => "float".to_owned(),
-        "boolean" => "bool".to_owned(),
-        "null" => "None".to_owned(),
-        "array" => format!("list[{}]", schema.get("items").map_or_else(|| "Any".to_owned(), python_type)),
-        "object" => "dict[str, Any]".to_owned(),
-        _ => "Any".to_owned(),
+    fn json_type(&self, ty: &str, schema: &Value, depth: usize) -> String {
+        match ty {
+            "string" => "str".to_owned(),
+            "integer" => "int".to_owned(),
+            "number" => "float".to_owned(),
+            "boolean" => "bool".to_owned(),
+            "null" => "None".to_owned(),
+            "array" => format!(
+                "list[{}]",
+                schema.get("items").map_or_else(|| "Any".to_owned(), |items| self.type_at(items, depth + 1))
+            ),
+            "object" => match schema.get("additionalProperties") {
+                Some(values) if values.is_object() && schema.get("properties").is_none() => {
+                    format!("dict[str, {}]", self.type_at(values, depth + 1))
+                }
+                _ => "dict[str, Any]".to_owned(),
+            },
+            _ => "Any".to_owned(),
+        }
     }
-}
 
-/// A value's shape for the docstring: objects with known fields as the dict
-/// the model will read (`{"ends": str, "owner": str}`), lists of them as
-/// `list[{...}]`, anything else as its Python type.
-fn shape(schema: &Value) -> String {
-    if let Some(fields) = schema.get("properties").and_then(Value::as_object).filter(|fields| !fields.is_empty()) {
-        let fields: Vec<String> = fields.iter().map(|(name, field)| format!("{name:?}: {}", shape(field))).collect();
-        return format!("{{{}}}", fields.join(", "));
+    /// A value's shape for the docstring: objects with known fields as the
+    /// dict the model will read (`{"ends": str, "owner": str}`), lists of
+    /// them as `list[{...}]`, anything else as its Python type.
+    fn shape(&self, schema: &Value) -> String {
+        self.shape_at(schema, 0)
     }
-    match (schema.get("type").and_then(Value::as_str), schema.get("items")) {
-        (Some("array"), Some(items)) => format!("list[{}]", shape(items)),
-        _ => python_type(schema),
+
+    fn shape_at(&self, schema: &Value, depth: usize) -> String {
+        if depth > SHAPE_DEPTH {
+            return "Any".to_owned();
+        }
+        let schema = self.resolve(schema);
+        if let Some(fields) = schema.get("properties").and_then(Value::as_object).filter(|fields| !fields.is_empty()) {
+            let fields: Vec<String> =
+                fields.iter().map(|(name, field)| format!("{name:?}: {}", self.shape_at(field, depth + 1))).collect();
+            return format!("{{{}}}", fields.join(", "));
+        }
+        if let Some(options) = schema.get("anyOf").or_else(|| schema.get("oneOf")).and_then(Value::as_array) {
+            return union(options.iter().map(|option| self.shape_at(option, depth + 1)));
+        }
+        match (schema.get("type").and_then(Value::as_str), schema.get("items"), schema.get("additionalProperties")) {
+            (Some("array"), Some(items), _) => format!("list[{}]", self.shape_at(items, depth + 1)),
+            (Some("object"), _, Some(values)) if values.is_object() => {
+                format!("dict[str, {}]", self.shape_at(values, depth + 1))
+            }
+            _ => self.type_at(schema, depth),
+        }
     }
 }
 
@@ -216,10 +310,6 @@ fn is_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !name.starts_with("__")
         && !KEYWORDS.contains(&name)
-}
-
-fn mangle(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
 }
 
 #[cfg(test)]
@@ -262,15 +352,55 @@ mod tests {
 
     #[test]
     fn names_python_cannot_carry_are_shown_as_calls_and_docstrings_cannot_break_out() {
-        let odd = ToolSpec::new("list-items", "Ends \"\"\" here \\ and", json!({"type": "object"}));
+        let odd = ToolSpec::new("list-items", "Lists \"\"\" items\nper page", json!({"type": "object"}));
         let keyword_arg = ToolSpec::new("find", "", json!({"properties": {"from": {"type": "string"}}}));
-        let stubs = python_stubs(&[odd, keyword_arg]);
+        let escaping = ToolSpec::new("note", "Ends \"\"\" here \\ and", json!({"type": "object"}));
+        let stubs = python_stubs(&[odd, keyword_arg, escaping]);
         assert!(
-            stubs.contains("# call(\"list-items\", {...})\ndef _tool_list_items(args: dict[str, Any]) -> Result:"),
+            stubs.contains("# \"list-items\" is reached only with call():\n#   call(\"list-items\", {}) -> Result\n"),
             "{stubs}"
         );
-        assert!(stubs.contains("# call(\"find\", {...})"), "an argument named `from` cannot be a parameter: {stubs}");
+        assert!(stubs.contains("#   Lists \"\"\" items\n#   per page\n"), "every line of it is a comment: {stubs}");
+        assert!(!stubs.contains("def _tool"), "no function the script does not have: {stubs}");
+        assert!(
+            stubs.contains("#   call(\"find\", {\"from\": str (optional)}) -> Result"),
+            "an argument named `from` cannot be a parameter: {stubs}"
+        );
         assert!(stubs.contains("Ends ''' here \\\\ and"), "{stubs}");
         assert!(stubs.contains("Has effects"), "{stubs}");
+    }
+
+    #[test]
+    fn nested_types_survive_refs_maps_and_lists_of_models() {
+        // What pydantic makes of `(labels: Dict[str, str], lines: List[Line], to: Address, tree: Node = None)`.
+        let tool = ToolSpec::new(
+            "order",
+            "",
+            json!({
+                "type": "object",
+                "properties": {
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "lines": {"type": "array", "items": {"$ref": "#/$defs/Line"}},
+                    "to": {"$ref": "#/$defs/Address", "description": "where it goes"},
+                    "tree": {"$ref": "#/$defs/Node"}
+                },
+                "required": ["labels", "lines", "to"],
+                "$defs": {
+                    "Line": {"type": "object", "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}}},
+                    "Address": {"type": "object", "properties": {"city": {"type": "string"}}},
+                    "Node": {"type": "object", "properties": {"child": {"$ref": "#/$defs/Node"}}}
+                }
+            }),
+        );
+        let stubs = python_stubs(&[tool]);
+        assert!(
+            stubs.contains(
+                "def order(*, labels: dict[str, str], lines: list[dict[str, Any]], to: dict[str, Any], tree: dict[str, Any] | None = None)"
+            ),
+            "{stubs}"
+        );
+        assert!(stubs.contains("lines: shape list[{\"qty\": int, \"sku\": str}]"), "{stubs}");
+        assert!(stubs.contains("to: where it goes; shape {\"city\": str}"), "{stubs}");
+        assert!(stubs.contains("tree: shape {\"child\": {\"child\":"), "a recursive model ends: {stubs}");
     }
 }
