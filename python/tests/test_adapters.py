@@ -76,4 +76,4 @@ async def test_the_adapter_runs_scripts_and_direct_calls_through_the_turn(name: 
     script_rows = [r for r in rows if r.origin == "script"]
     assert [r.tool for r in script_rows].count("get_contract") == 4
     denied = [r for r in script_rows if r.code == "approval_denied"]
-    assert len(denied) == 1 and json.loads(denied[0].args)["to"] == "someone@elsewhere.org"
+    assert len(denied) == 1 and denied[0].args["to"] == "someone@elsewhere.org"

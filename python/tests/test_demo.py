@@ -47,7 +47,7 @@ async def test_the_demo_script_runs_with_every_call_approved_and_audited(sidecar
     assert rows[-1].call_id == "call_1" and rows[-1].tool == "run_script" and rows[-1].status == "ok"
     emails = [r for r in script_rows if r.tool == "send_email"]
     assert [(r.approval, r.decided_by, r.status) for r in emails] == [("approved", "python", "ok")] * len(emails)
-    assert [json.loads(r.args)["to"] for r in emails] == [e["to"] for e in world.outbox]
+    assert [r.args["to"] for r in emails] == [e["to"] for e in world.outbox]
     missing = [r for r in script_rows if r.tool == "get_contract" and r.status == "error"]
     assert [r.code for r in missing] == ["not_found"] * len(want["no_contract"])
     # The effect ledger: each email started, then settled ok.

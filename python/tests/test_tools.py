@@ -196,3 +196,20 @@ def test_the_tool_list_is_checked_when_the_turn_opens() -> None:
         asyncio.run(open_with(tether.make_tool(lambda: 1, name="t", time_limit=-1)))
     with pytest.raises(tether.ConfigError, match="input schema of tool `bad`"):
         asyncio.run(open_with(tether.make_tool(lambda: 1, name="bad", schema={"type": "no-such-type"})))
+
+
+async def test_a_direct_call_is_held_to_the_same_result_size_as_a_scripts() -> None:
+    @tether.tool(read_only=True)
+    def dump(megabytes: int) -> str:
+        """A large result."""
+        return "x" * (megabytes << 20)
+
+    async with tether.Turn.open([dump], sidecar=None) as turn:
+        small = await turn.execute("c1", "dump", {"megabytes": 1})
+        large = await turn.execute("c2", "dump", {"megabytes": 5})
+    assert small.ok
+    assert large.error is not None and large.error.code == "result_too_large"
+    assert large.value is None and large.model_value["value"] is None
+    async with tether.Turn.open([dump], sidecar=None, max_result_bytes=8 << 20) as turn:
+        allowed = await turn.execute("c1", "dump", {"megabytes": 5})
+    assert allowed.ok and len(allowed.value) == 5 << 20

@@ -5,6 +5,7 @@ rows. Plain dataclasses over the JSON the Rust side writes
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from typing import Any, Dict, Literal, Optional, Type, TypeVar
 
@@ -14,6 +15,11 @@ T = TypeVar("T")
 def _from(cls: Type[T], data: Dict[str, Any]) -> T:
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
     return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _row(cls: Type[T], data: Dict[str, Any]) -> T:
+    """An audit or ledger row, its recorded arguments (JSON text) as a value."""
+    return _from(cls, {**data, "args": json.loads(data["args"])})
 
 
 @dataclass(frozen=True)
@@ -133,10 +139,11 @@ class CallIdentity:
     tool: str
     origin: str
     depth: int
-    #: The arguments as recorded (redacted), valid JSON text: whole, or over
-    #: ``audit_args_bytes`` a marked cut ``{"$truncated": true, "bytes",
-    #: "sha256", "head"}``; ``run_script``'s ``code`` is always whole.
-    args: str
+    #: The arguments as recorded (redacted), as a value, like
+    #: :attr:`ApprovalRequest.args`: whole, or over ``audit_args_bytes`` a
+    #: marked cut ``{"$truncated": True, "bytes", "sha256", "head"}``;
+    #: ``run_script``'s ``code`` is always whole.
+    args: Any
     args_truncated: bool
 
 

@@ -27,7 +27,7 @@ from typing import (
 from typing_extensions import TypedDict
 
 from . import _native
-from ._records import AuditRow, CallResult, ApprovalRequest, Decision, LedgerRow, ToolEvent, _from
+from ._records import AuditRow, CallResult, ApprovalRequest, Decision, LedgerRow, ToolEvent, _from, _row
 from ._tools import ApprovalPredicate, Tool, ToolLike, make_tool
 
 logger = logging.getLogger("tether")
@@ -346,16 +346,16 @@ class Turn:
 
     async def audit_log(self) -> List[AuditRow]:
         """The turn's audit rows, every row written so far committed first."""
-        return [_from(AuditRow, row) for row in json.loads(await self._native.audit_log())]
+        return [_row(AuditRow, row) for row in json.loads(await self._native.audit_log())]
 
     async def ledger(self) -> List[LedgerRow]:
         """The turn's effect-ledger rows."""
-        return [_from(LedgerRow, row) for row in json.loads(await self._native.ledger(False))]
+        return [_row(LedgerRow, row) for row in json.loads(await self._native.ledger(False))]
 
     async def possibly_executed_approval_actions(self) -> List[LedgerRow]:
         """Approval-required calls that reached execution (their effect may
         have happened): tell the user about these after a cancelled turn."""
-        return [_from(LedgerRow, row) for row in json.loads(await self._native.ledger(True))]
+        return [_row(LedgerRow, row) for row in json.loads(await self._native.ledger(True))]
 
     async def close(self) -> None:
         """Commits every audit row written so far and ends the iterators of
@@ -396,7 +396,7 @@ class _Opening:
 async def read_audit_log(url: str, turn_id: str) -> List[AuditRow]:
     """Turn ``turn_id``'s audit rows, read by the Rust library from the store
     ``url`` names over a fresh connection."""
-    return [_from(AuditRow, row) for row in json.loads(await _native.read_audit_log(url, turn_id))]
+    return [_row(AuditRow, row) for row in json.loads(await _native.read_audit_log(url, turn_id))]
 
 
 async def embedded_sidecar() -> str:
