@@ -110,15 +110,19 @@ const SELECT_LEDGER: &str = concat!(
      FROM ledger WHERE turn_id = ?1 ORDER BY seq"
 );
 
-/// Opens (creating it and its folder if needed) the database at `path` in WAL
-/// mode with `synchronous=FULL`, with the current tables.
+/// Opens (creating it if needed) the database at `path` in WAL mode with
+/// `synchronous=FULL`, with the current tables. Its folder must exist: a
+/// mistyped path fails here, at start-up, rather than starting an empty
+/// audit log somewhere no one looks.
 ///
 /// # Errors
 /// [`StoreError::Open`], whatever failed.
 pub(super) fn open(path: &Path) -> Result<Connection, StoreError> {
     let fail = |reason: String| StoreError::Open { path: path.display().to_string(), reason };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        return Err(fail(format!("the folder `{}` does not exist; create it, or correct the path", dir.display())));
     }
     let prepare = || -> rusqlite::Result<(Connection, String)> {
         let connection = Connection::open(path)?;

@@ -61,7 +61,7 @@ store_suite!(SqliteHarness);
 #[tokio::test]
 async fn the_database_is_created_on_first_use_in_wal_with_full_sync() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("nested/audit.db");
+    let path = dir.path().join("audit.db");
     let store = SqliteAuditStore::new(&path);
     assert!(!path.exists(), "nothing is created before first use");
     assert_eq!(store.ledger("t1").await.unwrap(), vec![]);
@@ -69,6 +69,15 @@ async fn the_database_is_created_on_first_use_in_wal_with_full_sync() {
     let (mode, sync) = store.settings().await.unwrap();
     assert_eq!(mode.to_ascii_lowercase(), "wal");
     assert_eq!(sync, 2, "synchronous=FULL");
+}
+
+#[tokio::test]
+async fn a_path_in_a_folder_that_does_not_exist_fails_at_start_up_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo/audit.db");
+    let error = SqliteAuditStore::new(&path).ready().await.unwrap_err().to_string();
+    assert!(error.contains("does not exist; create it, or correct the path"), "{error}");
+    assert!(!dir.path().join("typo").exists(), "no folder is made for a mistyped path");
 }
 
 #[tokio::test]
