@@ -16,10 +16,14 @@
 //! network, or reach it through a local TLS proxy).
 //!
 //! Layout: `schema.rs` (tables, version, statements, the identity ↔ columns
-//! mapping), `commit.rs` (one group's transaction), this file (the store).
+//! mapping), `commit.rs` (one group's transaction), `redact.rs` (a URL's
+//! password hidden), this file (the store).
 
 mod commit;
+mod redact;
 mod schema;
+
+pub(crate) use redact::redact;
 
 use super::audit::{AuditRecord, LedgerEntry};
 use super::error::{StoreError, postgres_message};
@@ -27,7 +31,6 @@ use super::group_commit::{
     Committed, DEFAULT_QUEUE_CAPACITY, Database, GroupCommitStore, GroupFailure, delegate_audit_store,
 };
 use super::store::{StoreStats, StoreWrite};
-use super::url::redact;
 use postgres::{Client, NoTls};
 use std::time::Duration;
 
