@@ -13,11 +13,15 @@
 //!
 //! Every refusal is the same `UNAUTHENTICATED` status
 //! ([`RejectRun::Unauthenticated`]), counted in `runs_refused_total{reason="unauthenticated"}`
-//! and logged at warn with its cause, which only the sidecar's log sees.
+//! and logged at warn with its cause and the peer's address, which only the
+//! sidecar's log sees. The log lines are rate-limited per cause
+//! (`log_limit`): a peer sending refused requests as fast as it can gets ten
+//! lines a cause every 10 s and a counted summary, not one line each.
 //! A TLS handshake without a trusted client certificate fails before gRPC, so
 //! the client sees a transport error, and it is not counted.
 
 use crate::error::RejectRun;
+use crate::log_limit::{Level, LogLimit};
 use crate::metrics::Metrics;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -214,6 +218,23 @@ pub struct Access {
     pub tcp: TcpAccess,
 }
 
+/// The log line of a refused client, rate-limited per cause.
+static REFUSED: LogLimit = LogLimit::new("refused a client that may not open runs", Level::Warn);
+
+/// Why a request may not pass: a fixed cause (the rate limit's key) and the
+/// detail, both for the log only.
+#[derive(Debug)]
+struct Refusal {
+    cause: &'static str,
+    detail: String,
+}
+
+impl Refusal {
+    fn new(cause: &'static str, detail: impl Into<String>) -> Refusal {
+        Refusal { cause, detail: detail.into() }
+    }
+}
+
 /// The check a listener's gate makes on every request.
 #[derive(Debug)]
 enum Rule {
@@ -244,36 +265,58 @@ impl Gate {
         Gate { rule: Arc::new(rule), metrics }
     }
 
-    /// `Err(cause)` when the request may not pass; the cause is for the log only.
-    fn judge(&self, request: &tonic::Request<()>) -> Result<(), String> {
+    /// `Err` when the request may not pass.
+    fn judge(&self, request: &tonic::Request<()>) -> Result<(), Refusal> {
         match &*self.rule {
             Rule::Open => Ok(()),
             Rule::Peer(policy) => {
                 let cred = request.extensions().get::<UdsConnectInfo>().and_then(|info| info.peer_cred);
-                let Some(cred) = cred else { return Err("the Unix socket peer's credentials are unknown".into()) };
+                let Some(cred) = cred else {
+                    return Err(Refusal::new("unknown_peer", "the Unix socket peer's credentials are unknown"));
+                };
                 if policy.allows(cred.uid(), cred.gid()) {
                     Ok(())
                 } else {
-                    Err(format!(
-                        "Unix socket peer uid `{}` gid `{}` is not allowed (--allow-uid, --allow-gid)",
-                        cred.uid(),
-                        cred.gid()
+                    Err(Refusal::new(
+                        "peer_not_allowed",
+                        format!(
+                            "Unix socket peer uid `{}` gid `{}` is not allowed (--allow-uid, --allow-gid)",
+                            cred.uid(),
+                            cred.gid()
+                        ),
                     ))
                 }
             }
             Rule::Token(token) => {
-                let header = request.metadata().get("authorization").ok_or("no `authorization` metadata")?;
+                let Some(header) = request.metadata().get("authorization") else {
+                    return Err(Refusal::new("no_token", "no `authorization` metadata"));
+                };
                 let presented = header.as_bytes();
                 let Some(presented) = presented
                     .get(..7)
                     .filter(|scheme| scheme.eq_ignore_ascii_case(b"bearer "))
                     .map(|_| &presented[7..])
                 else {
-                    return Err("`authorization` is not `Bearer <token>`".into());
+                    return Err(Refusal::new("not_bearer", "`authorization` is not `Bearer <token>`"));
                 };
-                if token.matches(presented) { Ok(()) } else { Err("wrong bearer token".into()) }
+                if token.matches(presented) { Ok(()) } else { Err(Refusal::new("wrong_token", "wrong bearer token")) }
             }
         }
+    }
+}
+
+/// The peer of `request` for the log: its address on TCP, its uid and pid
+/// on a Unix socket, else `unknown`.
+fn peer(request: &tonic::Request<()>) -> String {
+    if let Some(address) = request.remote_addr() {
+        return address.to_string();
+    }
+    match request.extensions().get::<UdsConnectInfo>().and_then(|info| info.peer_cred) {
+        Some(cred) => match cred.pid() {
+            Some(pid) => format!("unix uid {} pid {pid}", cred.uid()),
+            None => format!("unix uid {}", cred.uid()),
+        },
+        None => "unknown".to_owned(),
     }
 }
 
@@ -281,10 +324,12 @@ impl Interceptor for Gate {
     fn call(&mut self, request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         match self.judge(&request) {
             Ok(()) => Ok(request),
-            Err(cause) => {
+            Err(Refusal { cause, detail }) => {
                 let reject = RejectRun::Unauthenticated;
                 self.metrics.run_refused(reject.metric_reason());
-                tracing::warn!(%cause, peer = ?request.remote_addr(), "refused a client that may not open runs");
+                if REFUSED.admit(cause) {
+                    tracing::warn!(cause, %detail, peer = %peer(&request), "{}", REFUSED.what());
+                }
                 Err(reject.into())
             }
         }

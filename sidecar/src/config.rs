@@ -5,6 +5,7 @@
 //! ([`Limits::tightened_by`]).
 
 use crate::auth::Access;
+use crate::connections::ConnectionLimits;
 use std::path::PathBuf;
 use std::time::Duration;
 use tether_proto::pb;
@@ -145,6 +146,10 @@ pub struct SidecarConfig {
     /// on TCP nobody — [`Sidecar::serve_tcp`](crate::Sidecar::serve_tcp)
     /// refuses to serve until a token, mTLS or an insecure loopback is set.
     pub access: Access,
+    /// How many connections each listener holds, how long a handshake may
+    /// take, and how many streams one connection may open
+    /// ([`ConnectionLimits`]).
+    pub connections: ConnectionLimits,
     /// HTTP/2 PING interval on every run connection. A backend that vanished
     /// without closing its connection (host gone, network stalled) is found
     /// out after at most about `keepalive_interval + keepalive_timeout`; its
@@ -187,6 +192,7 @@ pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(30);
 /// gRPC clients apply by default.
 pub const MAX_SENT_MESSAGE_BYTES: u64 = 4 << 20;
 
+            connections: ConnectionLimits::default(),
 /// Room in a sent message for everything but its payloads (ids, names,
 /// stats, protobuf framing).
 const MESSAGE_OVERHEAD_BYTES: u64 = 64 << 10;

@@ -11,12 +11,19 @@
 //! phase, so no second copy of the state can disagree with it; and a `Watch`
 //! stream ends once the sidecar has stopped, where the reporter's streams
 //! never end and would hold the server's graceful shutdown open.
+//!
+//! `Watch` streams open at once are bounded over every listener together
+//! (`ConnectionLimits::max_health_watches`): each holds a permit of one
+//! semaphore, given back when its stream is dropped (the client cancelled
+//! it, or its connection closed). Past the bound a `Watch` gets
+//! RESOURCE_EXHAUSTED; a `Check` is never refused.
 
 use crate::lifecycle::Phase;
 use futures::Stream;
 use std::pin::Pin;
+use std::sync::Arc;
 use tether_proto::pb::sidecar_server::SidecarServer;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -47,12 +54,20 @@ fn status(service: &str, phase: Phase) -> Option<ServingStatus> {
 #[derive(Debug, Clone)]
 pub(crate) struct HealthService {
     phase: watch::Receiver<Phase>,
+    watches: Arc<Semaphore>,
+}
+
+/// The `Watch` streams that may be open at once, shared by every health
+/// service of one sidecar.
+pub(crate) fn watch_permits(max: usize) -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(max.min(Semaphore::MAX_PERMITS)))
 }
 
 impl HealthService {
-    /// The gRPC server for the health of the sidecar whose phase `phase` follows.
-    pub(crate) fn server(phase: watch::Receiver<Phase>) -> HealthServer<HealthService> {
-        HealthServer::new(HealthService { phase })
+    /// The gRPC server for the health of the sidecar whose phase `phase`
+    /// follows; each `Watch` holds one of `watches` while it is open.
+    pub(crate) fn server(phase: watch::Receiver<Phase>, watches: Arc<Semaphore>) -> HealthServer<HealthService> {
+        HealthServer::new(HealthService { phase, watches })
     }
 }
 
@@ -79,14 +94,21 @@ impl Health for HealthService {
     type WatchStream = WatchStream;
 
     /// Sends the status now, then each change; ends after the sidecar stops.
+    /// RESOURCE_EXHAUSTED when as many `Watch` streams as allowed are open.
     async fn watch(&self, request: Request<HealthCheckRequest>) -> Result<Response<WatchStream>, Status> {
         let service = request.into_inner().service;
         if status(&service, *self.phase.borrow()).is_none() {
             return Err(unknown(&service));
         }
+        let Ok(permit) = self.watches.clone().try_acquire_owned() else {
+            return Err(Status::resource_exhausted(
+                "as many health `Watch` streams are open as the sidecar allows (`--max-health-watches`); use `Check`, or close a `Watch` first",
+            ));
+        };
         let mut phase = self.phase.clone();
         phase.mark_changed();
-        let changes = futures::stream::unfold((phase, None, false), move |(mut phase, last, ended)| {
+        // The permit lives in the stream's state: dropping the stream gives it back.
+        let changes = futures::stream::unfold((phase, None, false, permit), move |(mut phase, last, ended, permit)| {
             let service = service.clone();
             async move {
                 if ended {
@@ -99,7 +121,7 @@ impl Health for HealthService {
                     let stopped = now == Phase::Stopped;
                     let current = status(&service, now)?;
                     if last != Some(current) {
-                        return Some((Ok(response(current)), (phase, Some(current), stopped)));
+                        return Some((Ok(response(current)), (phase, Some(current), stopped, permit)));
                     }
                     if stopped {
                         return None;
@@ -133,7 +155,7 @@ mod tests {
     async fn a_watch_sends_each_change_once_and_ends_when_the_sidecar_stops() {
         use futures::StreamExt as _;
         let (phase, receiver) = watch::channel(Phase::Loading);
-        let service = HealthService { phase: receiver };
+        let service = HealthService { phase: receiver, watches: watch_permits(1) };
         let request = Request::new(HealthCheckRequest { service: String::new() });
         let mut stream = service.watch(request).await.unwrap().into_inner();
         let mut next = async || stream.next().await.map(|r| ServingStatus::try_from(r.unwrap().status).unwrap());
@@ -144,5 +166,20 @@ mod tests {
         assert_eq!(next().await, Some(ServingStatus::NotServing));
         phase.send_replace(Phase::Stopped);
         assert_eq!(next().await, None, "no repeat of NOT_SERVING, and the stream ends");
+    }
+
+    #[tokio::test]
+    async fn watches_past_the_bound_are_refused_and_a_dropped_watch_gives_its_place_back() {
+        let (_phase, receiver) = watch::channel(Phase::Ready);
+        let service = HealthService { phase: receiver, watches: watch_permits(2) };
+        let watch = || service.watch(Request::new(HealthCheckRequest { service: String::new() }));
+        let (first, second) = (watch().await.unwrap(), watch().await.unwrap());
+        let refused = watch().await.err().expect("a third watch is refused");
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
+        drop(first);
+        let third = watch().await.expect("a dropped watch gave its place back");
+        drop((second, third));
+        let check = service.check(Request::new(HealthCheckRequest { service: String::new() })).await;
+        assert!(check.is_ok(), "a check is never refused");
     }
 }

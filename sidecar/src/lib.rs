@@ -10,6 +10,8 @@
 //! - `signals`: SIGTERM and SIGINT, which drain the sidecar
 //! - `health`: `grpc.health.v1`: readiness and liveness from the phase
 //! - `metrics`, `metrics_endpoint`: every Prometheus metric; `GET /metrics`
+//! - `connections`: every listener's accept loop: connection limit, handshake deadline, EMFILE back-off
+//! - `log_limit`: rate-limited log lines for what a peer can cause at will
 //! - `auth`: who may open runs (peer uid/gid, bearer token, mTLS), one gate per listener
 //! - `harden`: process hardening at start (no new privileges, no core dumps, user drop)
 //! - `unix_authority`: mends the `:authority` clients send on a Unix socket
@@ -32,6 +34,7 @@ mod auth;
 mod calls;
 mod config;
 mod cpu;
+mod connections;
 mod driven;
 mod embedded;
 mod engine;
@@ -44,6 +47,7 @@ mod idle;
 mod lifecycle;
 mod loader;
 mod memory;
+mod log_limit;
 mod metrics;
 mod metrics_endpoint;
 mod module_cache;
@@ -62,6 +66,7 @@ pub use auth::{Access, AccessError, BearerToken, MutualTls, PeerPolicy, TcpAcces
 pub use config::{DEFAULT_DRAIN_DEADLINE, Limits, MAX_SENT_MESSAGE_BYTES, SidecarConfig};
 pub use embedded::{EmbeddedError, EmbeddedSidecar};
 pub use engine::{EPOCH_TICK, EngineError, prepare_cache};
+pub use connections::{ConnectionLimits, STREAMS_BESIDE_RUNS};
 pub use harden::{HardenError, HardenReport, Hardening, RunAs};
 pub use health::{LIVENESS_SERVICE, READINESS_SERVICES};
 pub use lifecycle::{DrainReport, Phase};

@@ -5,8 +5,8 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
 use tether_sidecar::{
-    Access, BearerToken, DEFAULT_DRAIN_DEADLINE, Hardening, Limits, MutualTls, PeerPolicy, RunAs, ShutdownSignals,
-    Sidecar, SidecarConfig, TcpAccess,
+    Access, BearerToken, ConnectionLimits, DEFAULT_DRAIN_DEADLINE, Hardening, Limits, MutualTls, PeerPolicy, RunAs,
+    ShutdownSignals, Sidecar, SidecarConfig, TcpAccess,
 };
 use tether_telemetry::TelemetryArgs;
 use tokio::task::JoinSet;
@@ -158,6 +158,29 @@ const SERVER_CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// The sidecar's servers; each ends when the sidecar stops.
 type Servers = JoinSet<Result<(), tether_sidecar::SidecarError>>;
+    /// Connections each run listener (--listen, --socket) holds at once;
+    /// more wait in the listen backlog until one closes.
+    #[arg(long, env = "TETHER_MAX_CONNECTIONS", default_value_t = defaults().connections.max_connections)]
+    max_connections: usize,
+    /// Connections the health listener, and apart the metrics listener,
+    /// hold at once.
+    #[arg(long, env = "TETHER_MAX_PROBE_CONNECTIONS", default_value_t = defaults().connections.max_probe_connections)]
+    max_probe_connections: usize,
+    /// Seconds a new connection may take to finish its handshake (HTTP/2
+    /// preface and SETTINGS, TLS, an HTTP/1 request header) before it is closed.
+    #[arg(long, env = "TETHER_HANDSHAKE_TIMEOUT_SECONDS", default_value_t = defaults().connections.handshake_timeout.as_secs_f64())]
+    handshake_timeout_seconds: f64,
+    /// HTTP/2 streams one run connection may have open at once (default:
+    /// --max-queued-runs + --max-waiting-runs + --slots + 64, every run the
+    /// sidecar admits at once over one connection, and room beside them).
+    #[arg(long, env = "TETHER_MAX_STREAMS_PER_CONNECTION")]
+    max_streams_per_connection: Option<u32>,
+    /// HTTP/2 streams one health listener connection may have open at once.
+    #[arg(long, default_value_t = defaults().connections.max_probe_streams_per_connection)]
+    max_probe_streams_per_connection: u32,
+    /// Health `Watch` streams open at once over every listener; more get RESOURCE_EXHAUSTED.
+    #[arg(long, env = "TETHER_MAX_HEALTH_WATCHES", default_value_t = defaults().connections.max_health_watches)]
+    max_health_watches: usize,
 
 /// The listeners, bound before the process is hardened (the user drop and
 /// the network namespace come after binding).
@@ -285,6 +308,17 @@ async fn serve(
     }
     if let Some(report) = hardened {
         if report.max_open_files < args.max_open_files {
+        connections: ConnectionLimits {
+            max_connections: args.max_connections,
+            max_probe_connections: args.max_probe_connections,
+            handshake_timeout: Duration::try_from_secs_f64(args.handshake_timeout_seconds)
+                .ok()
+                .filter(|timeout| !timeout.is_zero())
+                .context("--handshake-timeout-seconds must be a positive number")?,
+            max_streams_per_connection: args.max_streams_per_connection,
+            max_probe_streams_per_connection: args.max_probe_streams_per_connection,
+            max_health_watches: args.max_health_watches,
+        },
             tracing::warn!(
                 wanted = args.max_open_files,
                 hard_limit = report.max_open_files,

@@ -3,47 +3,49 @@
 //! hyper's HTTP/1 server (already in the build through tonic) with one route;
 //! a web framework would add nothing but weight.
 //!
-//! Ownership: [`serve`] owns the listener and one task per connection in a
-//! `JoinSet`; it ends when `stop` completes, and dropping the set ends the
-//! connections still open (Prometheus keeps one alive between scrapes).
+//! Ownership: [`serve`] owns the listener's admitted connections (see
+//! `connections`: a bounded number at a time) and one task per connection
+//! in a `JoinSet`; it ends when `stop` completes, and dropping the set ends
+//! the connections still open. A connection whose next request header has
+//! not come within the handshake timeout is closed (hyper's
+//! `header_read_timeout`), an idle keep-alive one included: Prometheus
+//! then opens a new one for its next scrape.
 
+use crate::connections::{Admitted, Handshake};
 use bytes::Bytes;
+use futures::{Stream, StreamExt as _};
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
-/// How long to back off after a failed `accept` (e.g. out of file
-/// descriptors) before trying again.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
-
-/// Serves `page()` at `GET /metrics` on `listener` until `stop` completes.
+/// Serves `page()` at `GET /metrics` on the connections of `incoming` until
+/// `stop` completes; a connection whose request header takes longer than
+/// `header_timeout` is closed.
 pub(crate) async fn serve(
-    listener: TcpListener,
+    incoming: impl Stream<Item = Admitted<TcpStream>>,
+    header_timeout: Duration,
     page: impl Fn() -> String + Send + Sync + 'static,
     stop: impl Future<Output = ()>,
 ) {
     let page = Arc::new(page);
     let mut connections = JoinSet::new();
     tokio::pin!(stop);
+    let mut incoming = std::pin::pin!(incoming);
     loop {
         let stream = tokio::select! {
             () = &mut stop => return,
             // Reap finished connections so the set does not grow.
             Some(_) = connections.join_next() => continue,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    tracing::warn!(%error, "the metrics listener failed to accept a connection");
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
-                    continue;
-                }
+            admitted = incoming.next() => match admitted {
+                Some(admitted) => admitted.guard(Handshake::None),
+                None => return,
             },
         };
         let page = page.clone();
@@ -52,9 +54,12 @@ pub(crate) async fn serve(
                 let page = page.clone();
                 async move { Ok::<_, Infallible>(respond(&request, || page())) }
             });
-            if let Err(error) =
-                hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await
-            {
+            let served = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            if let Err(error) = served {
                 tracing::debug!(%error, "a metrics connection ended with an error");
             }
         });

@@ -4,9 +4,10 @@
 
 use crate::auth::{AccessError, Gate};
 use crate::config::SidecarConfig;
+use crate::connections::{self, Admission, Admitted, Handshake};
 use crate::driven::{self, DrivenRuns};
 use crate::engine::{EngineError, SandboxEngine};
-use crate::health::HealthService;
+use crate::health::{self, HealthService};
 use crate::idle;
 use crate::lifecycle::{DrainReport, Lifecycle, Phase};
 use crate::loader::EngineCell;
@@ -22,10 +23,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tether_proto::pb::sidecar_server::SidecarServer;
 use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::Semaphore;
 use tokio_stream::StreamExt as _;
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::service::InterceptorLayer;
-use tonic::transport::server::{Router, TcpIncoming};
+use tonic::transport::server::Router;
 use tower::layer::util::{Identity, Stack};
 
 /// A run listener's services behind its [`Gate`].
@@ -81,6 +82,8 @@ impl From<EngineError> for SidecarError {
 #[derive(Debug, Clone)]
 pub struct Sidecar {
     shared: Arc<Shared>,
+    /// The health `Watch` streams that may be open, over every listener.
+    watches: Arc<Semaphore>,
 }
 
 impl Sidecar {
@@ -129,8 +132,9 @@ impl Sidecar {
         let shared = Arc::new(Shared { engine, config, capacity, memory, lifecycle, metrics, driven });
         idle::spawn(Arc::downgrade(&shared), idle_release).map_err(SidecarError::IdleRelease)?;
         driven::spawn_sweeper(Arc::downgrade(&shared)).map_err(SidecarError::Sweeper)?;
-        Ok(Sidecar { shared })
+        Ok(Sidecar { shared, watches })
     }
+        let watches = health::watch_permits(config.connections.max_health_watches);
 
     /// Completes when the engine is built (at once for [`Sidecar::new`]).
     ///
@@ -190,7 +194,8 @@ impl Sidecar {
 
     /// Every service of a run listener — `tether.v1`, health and reflection —
     /// behind `gate`, over TLS when `tls` is set, with the configured HTTP/2
-    /// keepalive; runs are placed on the listener's workers by `placement`.
+    /// keepalive and streams per connection; runs are placed on the
+    /// listener's workers by `placement`.
     fn routes(
         &self,
         gate: Gate,
@@ -205,15 +210,15 @@ impl Sidecar {
                 })
         };
         let config = &self.shared.config;
-        let mut server = tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(config.keepalive_interval))
-            .http2_keepalive_timeout(Some(config.keepalive_timeout));
+        let runs = config.max_queued_runs + config.max_waiting_runs + config.slots;
+        let streams = config.connections.streams_per_run_connection(runs);
+        let mut server = self.http2_server(streams);
         if let Some(tls) = tls {
             server = server.tls_config(tls)?;
         }
         Ok(server
             .layer(InterceptorLayer::new(gate))
-            .add_service(HealthService::server(self.shared.lifecycle.subscribe()))
+            .add_service(self.health_service())
             // v1 for current clients, v1alpha for older grpcurl and grpcui.
             .add_service(reflection().build_v1()?)
             .add_service(reflection().build_v1alpha()?)
@@ -225,6 +230,30 @@ impl Sidecar {
     /// every run. Clients prove themselves as `config.access.tcp` says
     /// (token, mTLS, or nothing on an insecure loopback).
     ///
+    /// A gRPC server with the configured HTTP/2 keepalive (a peer that stops
+    /// answering PINGs is closed) and at most `streams` concurrent streams
+    /// per connection (SETTINGS_MAX_CONCURRENT_STREAMS; a client past it
+    /// gets REFUSED_STREAM).
+    fn http2_server(&self, streams: u32) -> tonic::transport::Server {
+        let config = &self.shared.config;
+        tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(config.keepalive_interval))
+            .http2_keepalive_timeout(Some(config.keepalive_timeout))
+            .max_concurrent_streams(Some(streams))
+    }
+
+    /// `grpc.health.v1`, its `Watch` streams bounded with every other
+    /// listener's.
+    fn health_service(&self) -> tonic_health::pb::health_server::HealthServer<HealthService> {
+        HealthService::server(self.shared.lifecycle.subscribe(), self.watches.clone())
+    }
+
+    /// The admission of a listener called `name`: at most `max`
+    /// connections, each with the configured handshake deadline.
+    fn admission(&self, name: &'static str, max: usize) -> Admission {
+        Admission::new(name, max, self.shared.config.connections.handshake_timeout)
+    }
+
     /// # Errors
     /// If `config.access.tcp` does not allow serving on this address
     /// ([`TcpAccess::check`](crate::TcpAccess::check)), the TLS files are
@@ -236,10 +265,16 @@ impl Sidecar {
         )?;
         let gate = Gate::tcp(access, self.shared.metrics.clone());
         let tls = access.tls.as_ref().map(|tls| tls.server_config());
-        // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs add ~40 ms
-        // to every small message of a run's stream.
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true)).map(|accepted| accepted?.into_std());
-        self.serve(gate, tls, incoming, tokio::net::TcpStream::from_std, signal).await
+        let handshake = if tls.is_some() { Handshake::Tls } else { Handshake::Http2 };
+        let admission = self.admission("run", self.shared.config.connections.max_connections);
+        let closing = admission.clone();
+        // TCP_NODELAY is set as each connection is accepted (`connections`).
+        let incoming = connections::admitted(listener, admission)
+            .map(|admitted| admitted.try_map(tokio::net::TcpStream::into_std));
+        let bind = move |admitted: Admitted<std::net::TcpStream>| {
+            Ok(admitted.try_map(tokio::net::TcpStream::from_std)?.guard(handshake))
+        };
+        self.serve(gate, tls, incoming, bind, signal, closing).await
     }
 
     /// Serves runs, health and reflection on a Unix socket until `signal`
@@ -257,16 +292,27 @@ impl Sidecar {
         listener: UnixListener,
         signal: impl Future<Output = ()>,
     ) -> Result<(), SidecarError> {
-        let incoming = UnixListenerStream::new(listener).map(|accepted| accepted?.into_std());
-        let bind = |stream| tokio::net::UnixStream::from_std(stream).map(AuthorityRewrite::new);
+        let admission = self.admission("run", self.shared.config.connections.max_connections);
+        let closing = admission.clone();
+        let incoming = connections::admitted(listener, admission)
+            .map(|admitted| admitted.try_map(tokio::net::UnixStream::into_std));
+        // The handshake is read below the rewrite, as the client sent it.
+        let bind = |admitted: Admitted<std::os::unix::net::UnixStream>| {
+            let guarded = admitted.try_map(tokio::net::UnixStream::from_std)?.guard(Handshake::Http2);
+            Ok(AuthorityRewrite::new(guarded))
+        };
         let gate = Gate::unix(&self.shared.config.access.unix, self.shared.metrics.clone());
-        self.serve(gate, None, incoming, bind, signal).await
+        self.serve(gate, None, incoming, bind, signal, closing).await
     }
 
     /// Serves ONLY `grpc.health.v1` on `listener` (no runs), for probes when
     /// runs go over a Unix socket, until `signal` completes or the sidecar
     /// stops. Ending it does not stop runs. It asks for no credentials:
-    /// probes cannot send them, and it tells only the phase.
+    /// probes cannot send them, and it tells only the phase. It holds at
+    /// most `connections.max_probe_connections` connections with
+    /// `connections.max_probe_streams_per_connection` streams each, the
+    /// same handshake deadline and HTTP/2 keepalive as a run listener, and
+    /// its `Watch` streams count with every other listener's.
     ///
     /// # Errors
     /// If the server fails.
@@ -276,9 +322,14 @@ impl Sidecar {
         signal: impl Future<Output = ()>,
     ) -> Result<(), SidecarError> {
         let lifecycle = &self.shared.lifecycle;
-        tonic::transport::Server::builder()
-            .add_service(HealthService::server(lifecycle.subscribe()))
-            .serve_with_incoming_shutdown(TcpIncoming::from(listener), async {
+        let limits = &self.shared.config.connections;
+        let admission = self.admission("health", limits.max_probe_connections);
+        let closing = admission.clone();
+        let incoming = connections::admitted(listener, admission)
+            .map(|admitted| Ok::<_, std::io::Error>(admitted.guard(Handshake::Http2)));
+        self.http2_server(limits.max_probe_streams_per_connection)
+            .add_service(self.health_service())
+            .serve_with_incoming_shutdown(incoming, async {
                 tokio::select! {
                     () = signal => {}
                     () = lifecycle.stopped() => {}
@@ -288,9 +339,13 @@ impl Sidecar {
         Ok(())
     }
 
+                closing.close();
     /// Serves the Prometheus metrics ([`Sidecar::metrics_text`]) at
     /// `GET /metrics` on `listener` until `signal` completes or the sidecar
-    /// stops. Ending it does not stop runs.
+    /// stops. Ending it does not stop runs. It holds at most
+    /// `connections.max_probe_connections` connections, and closes one whose
+    /// request header has not arrived within `connections.handshake_timeout`
+    /// (an idle keep-alive connection included).
     pub async fn serve_metrics(&self, listener: TcpListener, signal: impl Future<Output = ()>) {
         let sidecar = self.clone();
         let lifecycle = &self.shared.lifecycle;
@@ -300,7 +355,9 @@ impl Sidecar {
                 () = lifecycle.stopped() => {}
             }
         };
-        metrics_endpoint::serve(listener, move || sidecar.metrics_text(), stop).await;
+        let limits = &self.shared.config.connections;
+        let incoming = connections::admitted(listener, self.admission("metrics", limits.max_probe_connections));
+        metrics_endpoint::serve(incoming, limits.handshake_timeout, move || sidecar.metrics_text(), stop).await;
     }
 
     /// Every metric in the Prometheus text format (version 0.0.4), for an
@@ -330,7 +387,10 @@ impl Sidecar {
     /// Connections cross as std sockets and `bind` registers each with its
     /// worker's own reactor, on the worker: a socket registered with the
     /// accepting runtime would have every read woken from there (a hand-off
-    /// between threads per message).
+    /// between threads per message). `incoming` has already admitted each
+    /// (see `connections`); one that could not cross is dropped, giving its
+    /// place back. When serving stops, `admission` is closed: connections
+    /// still in their handshake close at once.
     async fn serve<S, A, B, IO>(
         &self,
         gate: Gate,
@@ -340,11 +400,12 @@ impl Sidecar {
         signal: impl Future<Output = ()>,
     ) -> Result<(), SidecarError>
     where
-        S: tokio_stream::Stream<Item = std::io::Result<A>>,
+        S: tokio_stream::Stream<Item = std::io::Result<Admitted<A>>>,
         A: Send + 'static,
-        B: Fn(A) -> std::io::Result<IO> + Clone + Send + 'static,
+        B: Fn(Admitted<A>) -> std::io::Result<IO> + Clone + Send + 'static,
         IO: tonic::transport::server::Connected + tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
         IO::ConnectInfo: Clone + Send + Sync + 'static,
+        admission: Admission,
     {
         let lifecycle = &self.shared.lifecycle;
         let workers = self.shared.config.worker_threads;
@@ -364,6 +425,7 @@ impl Sidecar {
         }
         let runtimes = Runtimes::build(workers).map_err(SidecarError::Workers)?;
         let routes = self.routes(gate, tls, Some(runtimes.placement()))?;
+                    admission.close();
         let mut workers = runtimes
             .start(|connections, stop| routes.clone().serve_with_incoming_shutdown(connections.map(bind.clone()), stop))
             .map_err(SidecarError::Workers)?;
@@ -377,7 +439,7 @@ impl Sidecar {
                     () = lifecycle.stopped() => break,
                     accepted = incoming.next() => match accepted {
                         Some(Ok(connection)) => workers.dispatch(connection),
-                        Some(Err(error)) => tracing::debug!(%error, "a connection could not be accepted"),
+                        Some(Err(error)) => tracing::debug!(%error, "an accepted connection could not be handed over"),
                         None => break,
                     },
                 }
@@ -390,6 +452,7 @@ impl Sidecar {
     }
 
     /// Runs admitted and not yet finished.
+        admission.close();
     pub fn live_runs(&self) -> usize {
         self.shared.capacity.live()
     }

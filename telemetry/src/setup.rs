@@ -35,7 +35,8 @@ const NOT_EXPORTED: [&str; 6] = ["h2", "hyper", "tonic", "tower", "opentelemetry
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum LogFormat {
     /// One human-readable line per event, with the fields of its spans
-    /// (`run{run_id=… turn_id=…}: run ended`). The default.
+    /// (`run{run_id=… turn_id=…}: run ended`), in colour only when stderr
+    /// is a terminal. The default.
     #[default]
     Text,
     /// One JSON object per line: `timestamp`, `level`, `target`, `fields`
@@ -119,7 +120,14 @@ impl TelemetryConfig {
         let filter = log_filter(&self.default_log_filter)?;
         let logs: Box<dyn Layer<Registry> + Send + Sync> = match self.log_format {
             LogFormat::Text => {
-                tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter).boxed()
+                // Colours only for a person at a terminal: a log file or a
+                // collector would get escape codes in every line.
+                let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(ansi)
+                    .with_writer(std::io::stderr)
+                    .with_filter(filter)
+                    .boxed()
             }
             LogFormat::Json => tracing_subscriber::fmt::layer()
                 .json()

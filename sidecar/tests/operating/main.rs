@@ -9,6 +9,7 @@
 mod support;
 
 mod access;
+mod bounds;
 mod drain;
 mod faults;
 mod hardening;
