@@ -19,9 +19,9 @@
 //! stderr. When the call ends early (time limit, turn cancelled) the whole
 //! process group is killed.
 
-use super::config::At;
 use super::error::ConfigError;
 use super::http::DEFAULT_MAX_OUTPUT_BYTES;
+use super::read::At;
 use super::text::Tail;
 use crate::turn::{ToolContext, ToolError, ToolExecutor, ToolOutput};
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};

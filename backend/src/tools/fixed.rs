@@ -8,8 +8,8 @@
 //! value = { weekdays = "9-17", weekend = "closed" }
 //! ```
 
-use super::config::{At, toml_to_json};
 use super::error::ConfigError;
+use super::read::{At, toml_to_json};
 use crate::turn::{ToolContext, ToolError, ToolExecutor, ToolOutput};
 use serde_json::Value;
 

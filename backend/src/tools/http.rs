@@ -20,8 +20,8 @@
 //! empty); any other status a `tool_failed` value with the status and the
 //! start of the body.
 
-use super::config::At;
 use super::error::ConfigError;
+use super::read::At;
 use crate::turn::{ToolContext, ToolError, ToolExecutor, ToolOutput};
 use iri_string::spec::UriSpec;
 use iri_string::template::UriTemplateStr;

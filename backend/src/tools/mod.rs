@@ -5,6 +5,8 @@
 //! Where things are:
 //! - `config`: [`Config`] — reading and checking the file; errors name the
 //!   file, the key and what to write instead ([`ConfigError`])
+//! - `read`: the reading kit every kind and section uses (`At`: where an
+//!   entry is, key checks with a did-you-mean, schemas, names)
 //! - `meta`: the metadata keys every entry takes (`requires_approval`,
 //!   `read_only`, `deferred`, `replay`, `repeat`, `timeout`, `concurrent`)
 //! - `sections`: [`TurnSection`] (`[turn]`) and the agents' sections
@@ -26,6 +28,7 @@ mod fixed;
 mod http;
 pub(crate) mod mcp;
 mod meta;
+mod read;
 mod sections;
 mod set;
 mod sqlite;

@@ -3,9 +3,9 @@
 //! (peer agents as tools, seed 001). Read and checked with the rest of the
 //! file, so a typo is reported at load with the key it could have been.
 
-use super::config::{At, check_keys};
 use super::error::ConfigError;
 use super::meta::parse_duration;
+use super::read::{At, check_keys};
 use crate::agent::{AgentConfig, AgentToolEntry, AgentsConfig};
 use crate::turn::TurnLimits;
 use serde::Deserialize;

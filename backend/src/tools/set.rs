@@ -7,9 +7,10 @@
 //! a running server can say what they are. A server that dies later is
 //! started again on the next call of one of its tools.
 
-use super::config::{At, Config, KindConfig, ToolConfig};
+use super::config::{Config, KindConfig, ToolConfig};
 use super::error::{ConfigError, ToolsError};
 use super::mcp::{self, McpServer, ServerStatus, Transport};
+use super::read::At;
 use super::vars::Vars;
 use crate::turn::{Tool, ToolExecutor, ToolSpec, TurnBuilder};
 use std::sync::Arc;

@@ -22,8 +22,8 @@
 //! failed call. Each call opens the file on the blocking pool (no async
 //! worker waits on SQLite) and is interrupted if the call ends early.
 
-use super::config::At;
 use super::error::ConfigError;
+use super::read::At;
 use super::vars::fill;
 use crate::turn::{ToolContext, ToolError, ToolExecutor, ToolOutput};
 use rusqlite::types::{Value as SqlValue, ValueRef};

@@ -31,9 +31,9 @@ pub use server::ServerStatus;
 pub(crate) use tools::server_tools;
 
 use super::command::Argv;
-use super::config::{At, check_keys, split};
 use super::error::ConfigError;
 use super::meta::{META_KEYS, MetaEntry, parse_duration};
+use super::read::{At, check_keys, split};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};

@@ -6,9 +6,9 @@
 
 use super::ServerConfig;
 use super::server::{CallError, McpServer};
-use crate::tools::config::At;
 use crate::tools::error::ConfigError;
 use crate::tools::meta::{MetaEntry, Replay};
+use crate::tools::read::At;
 use crate::turn::{ToolContext, ToolError, ToolExecutor, ToolOutput, ToolSpec};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
