@@ -175,6 +175,7 @@ impl Default for SidecarConfig {
             cache_dir: None,
             extra_runtimes: Vec::new(),
             access: Access::default(),
+            connections: ConnectionLimits::default(),
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(20),
         }
@@ -192,7 +193,6 @@ pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(30);
 /// gRPC clients apply by default.
 pub const MAX_SENT_MESSAGE_BYTES: u64 = 4 << 20;
 
-            connections: ConnectionLimits::default(),
 /// Room in a sent message for everything but its payloads (ids, names,
 /// stats, protobuf framing).
 const MESSAGE_OVERHEAD_BYTES: u64 = 64 << 10;

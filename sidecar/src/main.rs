@@ -135,29 +135,6 @@ struct Args {
     /// How long a PING may go unanswered before the connection is closed, in seconds.
     #[arg(long, env = "TETHER_KEEPALIVE_TIMEOUT_SECONDS", default_value_t = defaults().keepalive_timeout.as_secs_f64())]
     keepalive_timeout_seconds: f64,
-    /// Also serve ONLY gRPC health on this TCP address (probes, when runs go over --socket).
-    #[arg(long, env = "TETHER_HEALTH_LISTEN")]
-    health_listen: Option<String>,
-    /// Serve Prometheus metrics at `GET /metrics` on this TCP address.
-    #[arg(long, env = "TETHER_METRICS_LISTEN")]
-    metrics_listen: Option<String>,
-    #[command(flatten)]
-    telemetry: TelemetryArgs,
-    /// Compile the guests into the cache directory and exit, so that a later
-    /// start (e.g. of a container image built with this) serves at once.
-    #[arg(long)]
-    prepare_cache: bool,
-}
-
-/// RLIMIT_NOFILE by default: room for thousands of backend connections.
-const DEFAULT_MAX_OPEN_FILES: u64 = 65_536;
-
-/// How long the servers may take to close their connections once every run
-/// has ended; a client holding a stream open does not hold up the exit longer.
-const SERVER_CLOSE_GRACE: Duration = Duration::from_secs(5);
-
-/// The sidecar's servers; each ends when the sidecar stops.
-type Servers = JoinSet<Result<(), tether_sidecar::SidecarError>>;
     /// Connections each run listener (--listen, --socket) holds at once;
     /// more wait in the listen backlog until one closes.
     #[arg(long, env = "TETHER_MAX_CONNECTIONS", default_value_t = defaults().connections.max_connections)]
@@ -181,6 +158,29 @@ type Servers = JoinSet<Result<(), tether_sidecar::SidecarError>>;
     /// Health `Watch` streams open at once over every listener; more get RESOURCE_EXHAUSTED.
     #[arg(long, env = "TETHER_MAX_HEALTH_WATCHES", default_value_t = defaults().connections.max_health_watches)]
     max_health_watches: usize,
+    /// Also serve ONLY gRPC health on this TCP address (probes, when runs go over --socket).
+    #[arg(long, env = "TETHER_HEALTH_LISTEN")]
+    health_listen: Option<String>,
+    /// Serve Prometheus metrics at `GET /metrics` on this TCP address.
+    #[arg(long, env = "TETHER_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
+    /// Compile the guests into the cache directory and exit, so that a later
+    /// start (e.g. of a container image built with this) serves at once.
+    #[arg(long)]
+    prepare_cache: bool,
+}
+
+/// RLIMIT_NOFILE by default: room for thousands of backend connections.
+const DEFAULT_MAX_OPEN_FILES: u64 = 65_536;
+
+/// How long the servers may take to close their connections once every run
+/// has ended; a client holding a stream open does not hold up the exit longer.
+const SERVER_CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// The sidecar's servers; each ends when the sidecar stops.
+type Servers = JoinSet<Result<(), tether_sidecar::SidecarError>>;
 
 /// The listeners, bound before the process is hardened (the user drop and
 /// the network namespace come after binding).
@@ -249,6 +249,17 @@ fn main() -> anyhow::Result<()> {
             .context("--keepalive-interval-seconds must be a positive number")?,
         keepalive_timeout: Duration::try_from_secs_f64(args.keepalive_timeout_seconds)
             .context("--keepalive-timeout-seconds must be a positive number")?,
+        connections: ConnectionLimits {
+            max_connections: args.max_connections,
+            max_probe_connections: args.max_probe_connections,
+            handshake_timeout: Duration::try_from_secs_f64(args.handshake_timeout_seconds)
+                .ok()
+                .filter(|timeout| !timeout.is_zero())
+                .context("--handshake-timeout-seconds must be a positive number")?,
+            max_streams_per_connection: args.max_streams_per_connection,
+            max_probe_streams_per_connection: args.max_probe_streams_per_connection,
+            max_health_watches: args.max_health_watches,
+        },
         ..defaults()
     };
     // Bind and harden while the process has one thread (see `harden`); the
@@ -308,17 +319,6 @@ async fn serve(
     }
     if let Some(report) = hardened {
         if report.max_open_files < args.max_open_files {
-        connections: ConnectionLimits {
-            max_connections: args.max_connections,
-            max_probe_connections: args.max_probe_connections,
-            handshake_timeout: Duration::try_from_secs_f64(args.handshake_timeout_seconds)
-                .ok()
-                .filter(|timeout| !timeout.is_zero())
-                .context("--handshake-timeout-seconds must be a positive number")?,
-            max_streams_per_connection: args.max_streams_per_connection,
-            max_probe_streams_per_connection: args.max_probe_streams_per_connection,
-            max_health_watches: args.max_health_watches,
-        },
             tracing::warn!(
                 wanted = args.max_open_files,
                 hard_limit = report.max_open_files,

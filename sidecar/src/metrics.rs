@@ -121,17 +121,17 @@ impl Metrics {
             "Tool calls refused because a cap was reached, by failure code (sidecar's and backend's caps)",
             cap_refusals.clone(),
         );
+        // Every cap at zero, so that a fresh scrape has the family and a
+        // `rate()` over it starts from 0 rather than from nothing.
+        for code in Code::ALL.into_iter().filter(|code| code.is_cap()) {
+            drop(cap_refusals.get_or_create(&CodeLabel { code: code.as_str() }));
+        }
         // 1 ms .. ~1.1 h: a trivial run takes milliseconds, a turn's deadline is minutes.
         let run_duration = Histogram::new(exponential_buckets(0.001, 2.0, 23));
         registry.register(
             "run_duration_seconds",
             "Wall time of a run, from admission to its end",
             run_duration.clone(),
-        // Every cap at zero, so that a fresh scrape has the family and a
-        // `rate()` over it starts from 0 rather than from nothing.
-        for code in Code::ALL.into_iter().filter(|code| code.is_cap()) {
-            drop(cap_refusals.get_or_create(&CodeLabel { code: code.as_str() }));
-        }
         );
         // 100 µs .. ~14 min: a call the backend answers at once, up to a long approval wait.
         let call_round_trip = Histogram::new(exponential_buckets(0.0001, 2.0, 24));
@@ -283,12 +283,12 @@ mod tests {
             "{text}"
         );
         assert!(line(&text, "tether_sidecar_cap_refusals_total{code=\"policy_denied\"}").is_none(), "{text}");
+        assert!(
+            line(&text, "tether_sidecar_cap_refusals_total{code=\"tool_call_cap_reached\"} 0").is_some(),
+            "every cap is there from the start: {text}"
+        );
         assert!(line(&text, "tether_sidecar_call_round_trip_seconds_count 3").is_some(), "{text}");
         assert!(line(&text, "tether_sidecar_slots 4").is_some(), "{text}");
         assert!(line(&text, "tether_sidecar_draining 1").is_some(), "{text}");
     }
 }
-        assert!(
-            line(&text, "tether_sidecar_cap_refusals_total{code=\"tool_call_cap_reached\"} 0").is_some(),
-            "every cap is there from the start: {text}"
-        );

@@ -129,12 +129,12 @@ impl Sidecar {
         let idle_release = config.idle_release;
         let driven = Arc::new(DrivenRuns::default());
         let metrics = Arc::new(Metrics::new());
+        let watches = health::watch_permits(config.connections.max_health_watches);
         let shared = Arc::new(Shared { engine, config, capacity, memory, lifecycle, metrics, driven });
         idle::spawn(Arc::downgrade(&shared), idle_release).map_err(SidecarError::IdleRelease)?;
         driven::spawn_sweeper(Arc::downgrade(&shared)).map_err(SidecarError::Sweeper)?;
         Ok(Sidecar { shared, watches })
     }
-        let watches = health::watch_permits(config.connections.max_health_watches);
 
     /// Completes when the engine is built (at once for [`Sidecar::new`]).
     ///
@@ -225,11 +225,6 @@ impl Sidecar {
             .add_service(self.service_placed(placement)))
     }
 
-    /// Serves runs, health and reflection on `listener` until `signal`
-    /// completes or the sidecar stops (see [`Sidecar::drain`]); then stops
-    /// every run. Clients prove themselves as `config.access.tcp` says
-    /// (token, mTLS, or nothing on an insecure loopback).
-    ///
     /// A gRPC server with the configured HTTP/2 keepalive (a peer that stops
     /// answering PINGs is closed) and at most `streams` concurrent streams
     /// per connection (SETTINGS_MAX_CONCURRENT_STREAMS; a client past it
@@ -254,6 +249,11 @@ impl Sidecar {
         Admission::new(name, max, self.shared.config.connections.handshake_timeout)
     }
 
+    /// Serves runs, health and reflection on `listener` until `signal`
+    /// completes or the sidecar stops (see [`Sidecar::drain`]); then stops
+    /// every run. Clients prove themselves as `config.access.tcp` says
+    /// (token, mTLS, or nothing on an insecure loopback).
+    ///
     /// # Errors
     /// If `config.access.tcp` does not allow serving on this address
     /// ([`TcpAccess::check`](crate::TcpAccess::check)), the TLS files are
@@ -334,12 +334,12 @@ impl Sidecar {
                     () = signal => {}
                     () = lifecycle.stopped() => {}
                 }
+                closing.close();
             })
             .await?;
         Ok(())
     }
 
-                closing.close();
     /// Serves the Prometheus metrics ([`Sidecar::metrics_text`]) at
     /// `GET /metrics` on `listener` until `signal` completes or the sidecar
     /// stops. Ending it does not stop runs. It holds at most
@@ -398,6 +398,7 @@ impl Sidecar {
         incoming: S,
         bind: B,
         signal: impl Future<Output = ()>,
+        admission: Admission,
     ) -> Result<(), SidecarError>
     where
         S: tokio_stream::Stream<Item = std::io::Result<Admitted<A>>>,
@@ -405,7 +406,6 @@ impl Sidecar {
         B: Fn(Admitted<A>) -> std::io::Result<IO> + Clone + Send + 'static,
         IO: tonic::transport::server::Connected + tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
         IO::ConnectInfo: Clone + Send + Sync + 'static,
-        admission: Admission,
     {
         let lifecycle = &self.shared.lifecycle;
         let workers = self.shared.config.worker_threads;
@@ -418,6 +418,7 @@ impl Sidecar {
                         () = signal => {}
                         () = lifecycle.stopped() => {}
                     }
+                    admission.close();
                 })
                 .await;
             self.shutdown().await;
@@ -425,7 +426,6 @@ impl Sidecar {
         }
         let runtimes = Runtimes::build(workers).map_err(SidecarError::Workers)?;
         let routes = self.routes(gate, tls, Some(runtimes.placement()))?;
-                    admission.close();
         let mut workers = runtimes
             .start(|connections, stop| routes.clone().serve_with_incoming_shutdown(connections.map(bind.clone()), stop))
             .map_err(SidecarError::Workers)?;
@@ -445,6 +445,7 @@ impl Sidecar {
                 }
             }
         }
+        admission.close();
         let result = workers.stop_serving().await;
         self.shutdown().await;
         workers.release().await;
@@ -452,7 +453,6 @@ impl Sidecar {
     }
 
     /// Runs admitted and not yet finished.
-        admission.close();
     pub fn live_runs(&self) -> usize {
         self.shared.capacity.live()
     }
