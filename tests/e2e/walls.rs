@@ -40,6 +40,8 @@ fn list(value: &Value) -> &Vec<Value> {
 
 /// Every entry of a std probe list failed, and none opened anything.
 fn assert_std_refused(entries: &Value, what: &str) {
+    // An empty report would refuse nothing and pass: the guest probes paths.
+    assert!(!list(entries).is_empty(), "{what}: the guest reported no path it tried");
     for entry in list(entries) {
         let error = entry["result"]["error"].as_str();
         assert!(error.is_some_and(|e| !e.is_empty()), "{what} `{}` was not refused: {entry}", entry["path"]);

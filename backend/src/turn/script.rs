@@ -17,6 +17,7 @@ use super::error::TurnError;
 use super::executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};
 use super::origin::CallOrigin;
 use super::registry::Tool;
+use super::state::ended_reason;
 use super::step::Step;
 use super::summary::NestedSummary;
 use super::tool::{ToolError, ToolMeta, ToolOutput, ToolSpec};
@@ -141,8 +142,12 @@ impl ToolExecutor for ScriptExecutor {
         // The script's calls are one level below the call that started it.
         let depth = context.depth() + 1;
         let mut limits = self.tool.limits;
+        // Whether the run's deadline is the turn's: then a run ended at its
+        // deadline ended at the turn's, whichever clock noticed first.
+        let mut turn_deadline_bounds = false;
         if let Some(remaining) = turn.remaining() {
             let ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX).max(1);
+            turn_deadline_bounds = limits.deadline_ms == 0 || ms <= limits.deadline_ms;
             limits.deadline_ms = if limits.deadline_ms == 0 { ms } else { limits.deadline_ms.min(ms) };
         }
         let request = RunRequest {
@@ -218,6 +223,10 @@ impl ToolExecutor for ScriptExecutor {
             Ok(ToolOutput::new(value).with_metadata(metadata))
         } else {
             let error = outcome.error.clone().unwrap_or_default();
+            if turn_deadline_bounds && error.kind == RunErrorKind::Deadline.as_str() {
+                // One code for one cause: the turn's deadline, as when the turn's own clock ends the call.
+                return Err(ToolError::around(&ended_reason(Code::TurnDeadlineExceeded)).with_metadata(metadata));
+            }
             let kind = if error.kind.is_empty() { "script_failed".to_owned() } else { error.kind.clone() };
             let mut message = error.message.clone();
             if !error.traceback.is_empty() {
