@@ -171,7 +171,7 @@ impl Flood {
                         });
                     }
                     GOAWAY => tally_tx.send_modify(|tally| tally.goaway = true),
-                    DATA | _ => {}
+                    _ => {}
                 }
             }
         };
@@ -267,14 +267,19 @@ async fn a_run_is_served(sidecar: &SidecarProcess, id: &str) {
 const FLOOD_STREAMS: u64 = 20_000;
 
 /// The most RSS the floods of these tests may add while they go on, and
-/// what may stay after they end. Measured: about +4 MiB during, +2 MiB after
-/// (before the bounds: +595 MiB during, +533 MiB after 100,000 streams).
+/// what may stay once they have ended and the sidecar has been idle for its
+/// `--idle-release-seconds` (which returns malloc's free memory). Measured
+/// on the 2-core development machine: +14 to +32 MiB during, +7 MiB after
+/// (before the bounds: +595 MiB during 100,000 streams, +533 MiB after).
 const FLOOD_RSS_DURING_KIB: u64 = 64 << 10;
-const FLOOD_RSS_AFTER_KIB: u64 = 32 << 10;
+const FLOOD_RSS_AFTER_KIB: u64 = 16 << 10;
 
 #[tokio::test]
 async fn a_peer_flooding_the_health_listener_with_watch_streams_holds_a_bounded_few_and_gives_them_back() {
-    let sidecar = SidecarProcess::start(&shared_cache(), &["--health-listen", "127.0.0.1:0"]);
+    // A short idle release: once the flood is over and the last run has
+    // ended, malloc's free memory goes back to the kernel.
+    let sidecar =
+        SidecarProcess::start(&shared_cache(), &["--health-listen", "127.0.0.1:0", "--idle-release-seconds", "2"]);
     let health = sidecar.health_address.clone().unwrap();
     sidecar.wait_for_health("", ServingStatus::Serving).await;
     let baseline = rss_kib(&sidecar);
@@ -308,15 +313,17 @@ async fn a_peer_flooding_the_health_listener_with_watch_streams_holds_a_bounded_
     assert_eq!(check(&mut probe, "").await, ServingStatus::Serving, "still served after the flood");
 
     drop(floods);
+    a_run_is_served(&sidecar, "after-health-flood").await;
     let after = rss_settles_below(&sidecar, baseline + FLOOD_RSS_AFTER_KIB).await;
-    eprintln!("health flood: {after} KiB after the connections closed");
+    eprintln!("health flood: {after} KiB after the connections closed and the sidecar was idle");
     // Every `Watch` place held was given back.
     assert_eq!(watch_answers(&health).await, ServingStatus::Serving);
 }
 
 #[tokio::test]
 async fn a_client_flooding_a_run_connection_with_watch_streams_is_held_to_the_watch_bound() {
-    let sidecar = SidecarProcess::start(&shared_cache(), &["--max-health-watches", "64"]);
+    let sidecar =
+        SidecarProcess::start(&shared_cache(), &["--max-health-watches", "64", "--idle-release-seconds", "2"]);
     sidecar.wait_for_health("", ServingStatus::Serving).await;
     let baseline = rss_kib(&sidecar);
 
@@ -419,7 +426,8 @@ async fn silent_peers_past_the_connection_limit_are_closed_and_legitimate_client
     eprintln!("silent peers closed within {run:?} (run), {health_kept:?} (health), {metrics_kept:?} (metrics)");
     let peak = rss_kib(&sidecar);
     eprintln!("silent peers: baseline {baseline} KiB, after {peak} KiB");
-    assert!(peak <= baseline + (16 << 10), "RSS {peak} KiB, from {baseline} KiB");
+    // A run was served meanwhile: its warm pool slot is in the figure.
+    assert!(peak <= baseline + (32 << 10), "RSS {peak} KiB, from {baseline} KiB");
     let log = sidecar.log();
     assert!(log.contains("did not finish its handshake in time"), "{log}");
     assert!(log.contains("holds as many connections as it may"), "{log}");
