@@ -291,7 +291,9 @@ async fn main() -> std::process::ExitCode {
     }
     .await;
     if let Err(error) = &outcome {
-        eprintln!("Error: {error:?}");
+        // The chain of causes on one line, never a backtrace (`{:?}` would
+        // print one whenever RUST_BACKTRACE is set): a person reads this.
+        eprintln!("Error: {error:#}");
     }
     // Exit here rather than by dropping the runtime: `chat` may leave a
     // blocking read of the terminal behind (Ctrl-C at the prompt), which the

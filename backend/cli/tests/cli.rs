@@ -356,3 +356,25 @@ fn a_7_kb_script_is_kept_whole_in_the_audit_with_the_approvers_reason() {
     let text = String::from_utf8_lossy(&scratch.tether(&["audit", "--turn", &first]).stdout).into_owned();
     assert!(text.contains("approval denied by policy (\"denied by the approval policy\")"), "{text}");
 }
+
+#[test]
+fn a_failed_command_says_why_in_one_line_even_with_rust_backtrace_set() {
+    let scratch = Scratch::new();
+    let script = scratch.path("fails.py");
+    std::fs::write(&script, "raise ValueError('no')\n").unwrap();
+    let output = Command::new(TETHER)
+        .args(["--audit-store", &scratch.store(), "--demo-db"])
+        .arg(scratch.path("demo.db"))
+        .args(["run", script.to_str().unwrap()])
+        .env("RUST_BACKTRACE", "1")
+        .env_remove("TETHER_DEMO_DB")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let errors: Vec<&str> = stderr.lines().filter(|line| line.starts_with("Error: ")).collect();
+    assert_eq!(errors, ["Error: the script did not complete"], "{stderr}");
+    assert!(!stderr.contains("backtrace") && !stderr.contains("  0: "), "no backtrace: {stderr}");
+    // The outcome itself still reaches stdout, as JSON.
+    assert_eq!(stdout_json(&output)["error"]["code"], "runtime_error", "{}", String::from_utf8_lossy(&output.stdout));
+}
