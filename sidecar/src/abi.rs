@@ -53,7 +53,9 @@ impl HostLink {
 pub(crate) fn add_to_linker<T: AbiView>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.func_wrap(IMPORT_MODULE, "start", |mut caller: Caller<'_, T>| -> wasmtime::Result<u32> {
         let host = caller.data_mut().abi();
-        let document = host.start_doc.clone();
+        // Handed over, not copied: the host keeps no bytes of it once the
+        // guest has taken it (a guest that asks twice gets an empty document).
+        let document = std::mem::take(&mut host.start_doc);
         host.stage(document)
     })?;
 

@@ -12,13 +12,15 @@
 //! breach is audited once.
 //!
 //! While a batch waits on the backend the run gives back its execution slot
-//! (see [`ExecutionSlot::give_back_while`]).
+//! (see [`ExecutionSlot::give_back_while`]), and so it does while its stream
+//! has no room for the batch's messages (a backend that stops reading must not
+//! keep a slot: [`ExecutionSlot::give_back_during`]).
 
 use crate::error::cut;
 use crate::metrics::Metrics;
 use crate::output::CapturedOutput;
 use crate::slots::ExecutionSlot;
-use crate::stream::{BackendGone, Outbound, PendingCalls};
+use crate::stream::{BackendGone, NotSent, Outbound, PendingCalls};
 use futures::future::join_all;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -97,7 +99,9 @@ impl RunLink {
         if last.elapsed() < OUTPUT_INTERVAL || !self.output.has_new() {
             return;
         }
-        // Room for both streams' messages, or nothing is taken.
+        // Room for both streams' messages, or nothing is taken (a stream
+        // with no room keeps it buffered, and the guest goes on computing
+        // under its CPU limit).
         if !self.outbound.has_room(2) {
             return;
         }
@@ -194,7 +198,7 @@ impl CallPort {
         // Each call sent or reported gets a span (below the run's), whose
         // trace context travels with the call so the backend's span for it
         // is its child.
-        self.link.flush_output().await?;
+        self.flush_output().await?;
         let mut spans = Vec::new();
         let mut answers = Vec::new();
         for verdict in &mut verdicts {
@@ -206,7 +210,7 @@ impl CallPort {
                     answers.push((self.link.pending.expect(&call.id), Instant::now()));
                     span.in_scope(|| tracing::debug!("tool call sent"));
                     spans.push(span);
-                    self.link.outbound.send(pb::sidecar_message::Kind::ToolCall(call.clone())).await?;
+                    self.send(pb::sidecar_message::Kind::ToolCall(call.clone())).await?;
                 }
                 Verdict::Refuse { refusal, report: true } => {
                     let span = self.call_span(&refusal.id, &refusal.name, batch);
@@ -215,7 +219,7 @@ impl CallPort {
                     span.record("code", code);
                     span.in_scope(|| tracing::info!(code, "call refused in the sidecar"));
                     refusal.trace_context = TraceContext::of(&span).into_headers();
-                    self.link.outbound.send(pb::sidecar_message::Kind::CallRefused(refusal.clone())).await?;
+                    self.send(pb::sidecar_message::Kind::CallRefused(refusal.clone())).await?;
                 }
                 // Past the cap, only the first refusal is reported: the rest
                 // get no span either (a loop could make millions); the run's
@@ -264,6 +268,34 @@ impl CallPort {
                 result
             })
             .collect())
+    }
+
+    /// Sends one message; while the stream has no room, the run gives its
+    /// execution slot back (it computes nothing meanwhile).
+    ///
+    /// # Errors
+    /// [`BackendGone`] when the backend stopped reading.
+    async fn send(&mut self, kind: pb::sidecar_message::Kind) -> Result<(), BackendGone> {
+        match self.link.outbound.try_send(kind) {
+            Ok(()) => Ok(()),
+            Err(NotSent::Gone) => Err(BackendGone),
+            Err(NotSent::Full(kind)) => {
+                let outbound = self.link.outbound.clone();
+                self.slot.give_back_during(outbound.send(*kind)).await
+            }
+        }
+    }
+
+    /// Sends what the script printed since the last flush, stdout first, as
+    /// [`RunLink::flush_output`] does but through [`CallPort::send`].
+    async fn flush_output(&mut self) -> Result<(), BackendGone> {
+        let link = self.link.clone();
+        let _order = link.output_order.lock().await;
+        *link.last_output.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Instant::now();
+        for output in link.take_output_messages() {
+            self.send(output).await?;
+        }
+        Ok(())
     }
 
     /// The span of call `id` to `tool`, below the run's span. Its `outcome`

@@ -159,6 +159,23 @@ pub struct SidecarConfig {
     /// How long a PING may go unanswered before the connection is closed.
     /// Default 20 s.
     pub keepalive_timeout: Duration,
+    /// Bytes of `Start` messages (script, input, tool list) the sidecar holds
+    /// for its runs, all together (`--max-start-mib`): a run is charged twice
+    /// its `Start`'s size (the receive buffer and the start document built
+    /// from it) until it first executes, once after that (the receive buffer
+    /// lives as long as the stream), nothing once it ends. A `Start` that
+    /// would pass it is refused with RESOURCE_EXHAUSTED. Default 256 MiB.
+    pub max_start_bytes: u64,
+    /// How long a new run stream may take to deliver its `Start`
+    /// (`--start-timeout-seconds`); a stream that has not sent it by then is
+    /// refused with DEADLINE_EXCEEDED. Default 10 s: an 8 MiB `Start` over a
+    /// 7 Mbit/s link, while a silent stream is held for seconds, not forever.
+    pub start_timeout: Duration,
+    /// How long a run's stream may take none of the messages waiting for it
+    /// (the backend stopped reading, its HTTP/2 window is full) before the run
+    /// ends (`--stall-timeout-seconds`); meanwhile the run holds no execution
+    /// slot and its limits keep running. Default 30 s.
+    pub stall_timeout: Duration,
 }
 
 impl Default for SidecarConfig {
@@ -178,6 +195,9 @@ impl Default for SidecarConfig {
             connections: ConnectionLimits::default(),
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(20),
+            max_start_bytes: 256 << 20,
+            start_timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -219,6 +239,9 @@ impl SidecarConfig {
                 "`script_result_bytes` + `output_bytes` (`{}` + `{}`) must leave room in a `{MAX_SENT_MESSAGE_BYTES}`-byte `Finished`; lower one of them",
                 limits.script_result_bytes, limits.output_bytes
             ));
+        }
+        if self.start_timeout.is_zero() || self.stall_timeout.is_zero() {
+            return Err("`start_timeout` and `stall_timeout` must be above zero".to_owned());
         }
         if limits.args_bytes + MESSAGE_OVERHEAD_BYTES > MAX_SENT_MESSAGE_BYTES {
             return Err(format!(

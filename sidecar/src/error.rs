@@ -114,6 +114,10 @@ pub(crate) enum RunEnd {
     /// The backend stopped reading the stream: nobody is left to tell, so no
     /// `Finished` is sent. The caller's doing, not the guest's.
     BackendGone,
+    /// The backend read none of the run's messages for the stall timeout:
+    /// no `Finished` (it would not be read); the stream ends with
+    /// [`RejectRun::Stalled`]. The caller's doing.
+    Stalled,
     /// The sidecar failed.
     Internal(String),
 }
@@ -129,6 +133,7 @@ impl RunEnd {
             RunEnd::ProtocolError(_) => "protocol_error",
             RunEnd::GuestFault(_) => "guest_fault",
             RunEnd::BackendGone => "backend_gone",
+            RunEnd::Stalled => "stream_stalled",
             RunEnd::Internal(_) => "internal",
         }
     }
@@ -184,7 +189,7 @@ impl RunEnd {
                 Some(plain_error(RunErrorKind::GuestFault, format!("the guest crashed: {}", cut(&cause, 1024)), "")),
             ),
             // Never sent (nobody reads the stream); kept total for the type's sake.
-            RunEnd::BackendGone | RunEnd::Internal(_) => (
+            RunEnd::BackendGone | RunEnd::Stalled | RunEnd::Internal(_) => (
                 pb::RunStatus::Internal,
                 String::new(),
                 Some(plain_error(
@@ -234,6 +239,29 @@ pub(crate) enum RejectRun {
     /// The admission queue is full.
     #[error("the sidecar is at capacity: `{0}` runs are already queued for an execution slot; retry later")]
     QueueFull(usize),
+    /// The run's `Start` would pass the sidecar's budget of `Start` bytes.
+    #[error(
+        "the sidecar holds `{held}` bytes of `Start` messages for other runs, and this run's `{asked}` would pass its `{budget}`-byte budget (`--max-start-mib`); retry when runs have ended, pass large data through a tool call instead of `Start.input_json`, or raise `--max-start-mib`"
+    )]
+    StartBytes {
+        /// Bytes held for other runs.
+        held: u64,
+        /// Bytes this run would hold (twice its `Start`).
+        asked: u64,
+        /// The budget.
+        budget: u64,
+    },
+    /// The stream did not deliver `Start` in time.
+    #[error(
+        "no `Start` arrived within `{}` ms of opening the run stream (`--start-timeout-seconds`); send `Start` as the stream's first message, at once", .0.as_millis()
+    )]
+    NoStart(Duration),
+    /// The backend read none of the run's messages for this long: the run
+    /// was ended, and this is all its stream still says.
+    #[error(
+        "the sidecar ended the run: its stream took none of the messages waiting for it for `{}` ms (`--stall-timeout-seconds`); read a run's stream while the run lasts", .0.as_millis()
+    )]
+    Stalled(Duration),
     /// The sidecar is draining for shutdown (or has stopped).
     #[error("the sidecar is draining for shutdown; open the run on another sidecar")]
     Draining,
@@ -256,6 +284,15 @@ pub(crate) enum RejectRun {
     Unauthenticated,
 }
 
+impl From<crate::slots::Refused> for RejectRun {
+    fn from(refused: crate::slots::Refused) -> RejectRun {
+        match refused {
+            crate::slots::Refused::QueueFull(queued) => RejectRun::QueueFull(queued),
+            crate::slots::Refused::StartBytes { held, asked, budget } => RejectRun::StartBytes { held, asked, budget },
+        }
+    }
+}
+
 impl RejectRun {
     /// The `reason` label of the `runs_refused` metric.
     pub(crate) fn metric_reason(&self) -> &'static str {
@@ -263,6 +300,9 @@ impl RejectRun {
             RejectRun::Draining => "draining",
             RejectRun::Loading => "loading",
             RejectRun::QueueFull(_) => "queue_full",
+            RejectRun::StartBytes { .. } => "start_bytes",
+            RejectRun::NoStart(_) => "no_start",
+            RejectRun::Stalled(_) => "stalled",
             RejectRun::LoadFailed => "internal",
             RejectRun::Unauthenticated => "unauthenticated",
             RejectRun::Protocol(_) | RejectRun::UnknownLanguage(_) | RejectRun::Unreadable(_) => "invalid",
@@ -275,7 +315,8 @@ impl From<RejectRun> for Status {
         let message = reject.to_string();
         match reject {
             RejectRun::Protocol(_) | RejectRun::UnknownLanguage(_) => Status::invalid_argument(message),
-            RejectRun::QueueFull(_) => Status::resource_exhausted(message),
+            RejectRun::QueueFull(_) | RejectRun::StartBytes { .. } => Status::resource_exhausted(message),
+            RejectRun::NoStart(_) | RejectRun::Stalled(_) => Status::deadline_exceeded(message),
             RejectRun::Draining | RejectRun::Loading => Status::unavailable(message),
             RejectRun::LoadFailed => Status::internal(message),
             RejectRun::Unauthenticated => Status::unauthenticated(message),

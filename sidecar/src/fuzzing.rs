@@ -13,7 +13,7 @@ use crate::error::CancelledBy;
 use crate::metrics::Metrics;
 use crate::service;
 use crate::slots::{Admission, Capacity};
-use crate::stream::{Outbound, PendingCalls};
+use crate::stream::{Flow, Outbound, PendingCalls};
 use futures::Stream;
 use std::sync::Arc;
 use tether_proto::pb;
@@ -55,11 +55,13 @@ pub struct CallPath {
 impl CallPath {
     /// A run whose messages to the backend go to `outbound`.
     pub async fn new(limits: Limits, outbound: mpsc::Sender<Result<pb::SidecarMessage, Status>>) -> CallPath {
-        let capacity = Arc::new(Capacity::new(1, 1, 1));
-        // One place to queue and nobody else queued: admission cannot fail.
-        let Ok(mut admission) = capacity.admit() else { unreachable!("a fresh capacity admits one run") };
+        let capacity = Arc::new(Capacity::new(1, 1, 1, 0));
+        // One place to queue, nobody else queued, an empty `Start`: admission cannot fail.
+        let Ok(mut admission) = capacity.hold_start(0).and_then(|start| capacity.admit(start)) else {
+            unreachable!("a fresh capacity admits one run")
+        };
         let slot = admission.first_slot().await;
-        let link = RunLink::new(Outbound::new(outbound), 0, Arc::new(Metrics::new()));
+        let link = RunLink::new(Outbound::new(outbound, Flow::unfollowed()), 0, Arc::new(Metrics::new()));
         let limits = CallLimits {
             parent_call_id: limits.parent_call_id,
             max_calls: limits.max_calls,

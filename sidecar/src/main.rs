@@ -82,6 +82,20 @@ struct Args {
     /// Runs that may queue for an execution slot.
     #[arg(long, default_value_t = defaults().max_queued_runs)]
     max_queued_runs: usize,
+    /// MiB of `Start` messages held for runs, all together (a run counts
+    /// twice its `Start` until it first executes); past it a run is refused
+    /// with RESOURCE_EXHAUSTED.
+    #[arg(long, env = "TETHER_MAX_START_MIB", default_value_t = defaults().max_start_bytes >> 20)]
+    max_start_mib: u64,
+    /// Seconds a new run stream may take to deliver its `Start`; past it the
+    /// stream is refused with DEADLINE_EXCEEDED.
+    #[arg(long, env = "TETHER_START_TIMEOUT_SECONDS", default_value_t = defaults().start_timeout.as_secs_f64())]
+    start_timeout_seconds: f64,
+    /// Seconds a run's stream may take none of the messages waiting for it
+    /// (the backend stopped reading) before the run ends; it holds no
+    /// execution slot meanwhile.
+    #[arg(long, env = "TETHER_STALL_TIMEOUT_SECONDS", default_value_t = defaults().stall_timeout.as_secs_f64())]
+    stall_timeout_seconds: f64,
     /// Tool calls per script.
     #[arg(long, default_value_t = defaults().limits.max_calls)]
     max_calls: u32,
@@ -220,6 +234,14 @@ fn access(args: &Args) -> anyhow::Result<Access> {
     })
 }
 
+/// `seconds` as a duration above zero, or an error naming `flag`.
+fn positive_seconds(seconds: f64, flag: &str) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|duration| !duration.is_zero())
+        .with_context(|| format!("`{flag}` must be a positive number of seconds, not `{seconds}`"))
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let cpu_time = Duration::try_from_secs_f64(args.cpu_seconds).context("--cpu-seconds must be a positive number")?;
@@ -260,6 +282,9 @@ fn main() -> anyhow::Result<()> {
             max_probe_streams_per_connection: args.max_probe_streams_per_connection,
             max_health_watches: args.max_health_watches,
         },
+        max_start_bytes: args.max_start_mib << 20,
+        start_timeout: positive_seconds(args.start_timeout_seconds, "--start-timeout-seconds")?,
+        stall_timeout: positive_seconds(args.stall_timeout_seconds, "--stall-timeout-seconds")?,
         ..defaults()
     };
     // Bind and harden while the process has one thread (see `harden`); the

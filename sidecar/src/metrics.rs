@@ -58,6 +58,10 @@ pub(crate) struct Gauges {
     pub(crate) runs_waiting_on_tools: usize,
     /// Runs queued for their first execution slot.
     pub(crate) runs_queued: usize,
+    /// Bytes of `Start` messages held for runs.
+    pub(crate) start_bytes: u64,
+    /// Run streams that have not delivered their `Start` yet.
+    pub(crate) streams_awaiting_start: usize,
     /// Guest memory held by live runs, in bytes.
     pub(crate) guest_memory_bytes: u64,
     /// Whether the sidecar admits runs.
@@ -82,6 +86,8 @@ pub(crate) struct Metrics {
     runs_live: Gauge,
     runs_waiting_on_tools: Gauge,
     runs_queued: Gauge,
+    start_bytes: Gauge,
+    streams_awaiting_start: Gauge,
     guest_memory_bytes: Gauge,
     ready: Gauge,
     draining: Gauge,
@@ -100,13 +106,13 @@ impl Metrics {
         let runs = Family::<StatusLabel, Counter>::default();
         registry.register(
             "runs",
-            "Runs ended, by final status (`backend_gone`: the backend left before `Finished`)",
+            "Runs ended, by final status (`backend_gone`: the backend left before `Finished`; `stream_stalled`: it read none of the stream for `--stall-timeout-seconds`)",
             runs.clone(),
         );
         let runs_refused = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "runs_refused",
-            "Runs refused before they began, by reason (draining, loading, queue_full, invalid, internal, unauthenticated)",
+            "Runs refused before they began, by reason (draining, loading, queue_full, start_bytes, no_start, invalid, internal, unauthenticated)",
             runs_refused.clone(),
         );
         let calls = Family::<OutcomeLabel, Counter>::default();
@@ -157,6 +163,16 @@ impl Metrics {
         let runs_waiting_on_tools =
             gauge(&mut registry, "runs_waiting_on_tools", "Runs waiting on tool results (holding no slot)");
         let runs_queued = gauge(&mut registry, "runs_queued", "Runs queued for their first execution slot");
+        let start_bytes = gauge(
+            &mut registry,
+            "start_bytes",
+            "Bytes of `Start` messages held for runs (twice a run's `Start` until it first executes); capped by `--max-start-mib`",
+        );
+        let streams_awaiting_start = gauge(
+            &mut registry,
+            "streams_awaiting_start",
+            "Run streams open that have not delivered their `Start` yet (each held for `--start-timeout-seconds` at most)",
+        );
         let guest_memory_bytes =
             gauge(&mut registry, "guest_memory_bytes", "Guest linear memory held by live runs, in bytes");
         let ready = gauge(&mut registry, "ready", "1 while the sidecar admits runs (readiness SERVING), else 0");
@@ -175,6 +191,8 @@ impl Metrics {
             runs_live,
             runs_waiting_on_tools,
             runs_queued,
+            start_bytes,
+            streams_awaiting_start,
             guest_memory_bytes,
             ready,
             draining,
@@ -195,6 +213,13 @@ impl Metrics {
             Some(pb::RunStatus::Unspecified) => "unspecified",
         };
         self.runs.get_or_create(&StatusLabel { status }).inc();
+        self.run_duration.observe(took.as_secs_f64());
+    }
+
+    /// A run ended because its stream took none of its messages for the
+    /// stall timeout, after `took` (counted as `runs_total{status="stream_stalled"}`).
+    pub(crate) fn run_stalled(&self, took: Duration) {
+        self.runs.get_or_create(&StatusLabel { status: "stream_stalled" }).inc();
         self.run_duration.observe(took.as_secs_f64());
     }
 
@@ -241,6 +266,8 @@ impl Metrics {
         self.runs_live.set(as_i64(gauges.runs_live as u64));
         self.runs_waiting_on_tools.set(as_i64(gauges.runs_waiting_on_tools as u64));
         self.runs_queued.set(as_i64(gauges.runs_queued as u64));
+        self.start_bytes.set(as_i64(gauges.start_bytes));
+        self.streams_awaiting_start.set(as_i64(gauges.streams_awaiting_start as u64));
         self.guest_memory_bytes.set(as_i64(gauges.guest_memory_bytes));
         self.ready.set(i64::from(gauges.ready));
         self.draining.set(i64::from(gauges.draining));

@@ -30,7 +30,8 @@ pub(crate) struct RunPlan {
     pub(crate) language: String,
     /// The limits in force: the sidecar's, tightened by the request.
     pub(crate) limits: Limits,
-    /// The serialized start document for the guest.
+    /// The serialized start document for the guest; the run hands it to
+    /// [`execute`], keeping no copy.
     pub(crate) start_doc: Vec<u8>,
     /// The script's size, checked against `limits.script_bytes` when the run starts.
     pub(crate) source_bytes: u64,
@@ -138,10 +139,12 @@ pub(crate) struct Spent {
 
 /// Runs the guest to its end. The caller bounds it by the deadline and drops
 /// it on cancellation; dropping it frees the instance (and its memory) at once.
-/// When the guest ran, the instance comes back as [`Spent`].
+/// When the guest ran, the instance comes back as [`Spent`]. `start_doc` is
+/// the plan's start document, which the guest takes when it starts.
 pub(crate) async fn execute(
     pre: &InstancePre<RunState>,
     plan: &RunPlan,
+    start_doc: Vec<u8>,
     calls: CallPort,
     output: &CapturedOutput,
     meters: Meters<'_>,
@@ -154,7 +157,7 @@ pub(crate) async fn execute(
     let state = RunState {
         wasi,
         limiter: MemoryLimiter::new(plan.limits.memory_bytes, meters.memory),
-        host: HostLink::new(plan.start_doc.clone(), calls),
+        host: HostLink::new(start_doc, calls),
     };
     let mut store = Store::new(pre.module().engine(), state);
     store.limiter(|state| &mut state.limiter);

@@ -123,7 +123,12 @@ impl Sidecar {
     }
 
     fn assemble(config: SidecarConfig, engine: EngineCell, phase: Phase) -> Result<Sidecar, SidecarError> {
-        let capacity = Arc::new(Capacity::new(config.slots, config.max_queued_runs, config.max_waiting_runs));
+        let capacity = Arc::new(Capacity::new(
+            config.slots,
+            config.max_queued_runs,
+            config.max_waiting_runs,
+            config.max_start_bytes,
+        ));
         let memory = MemoryBudget::new(config.total_memory_bytes);
         let lifecycle = Lifecycle::new(phase);
         let idle_release = config.idle_release;
@@ -372,6 +377,8 @@ impl Sidecar {
             runs_live: capacity.live(),
             runs_waiting_on_tools: capacity.waiting(),
             runs_queued: capacity.queued(),
+            start_bytes: capacity.start_bytes(),
+            streams_awaiting_start: capacity.streams_awaiting_start(),
             guest_memory_bytes: shared.memory.used(),
             ready: phase.is_ready(),
             draining: phase >= Phase::Draining,

@@ -21,11 +21,11 @@ use crate::memory::MemoryBudget;
 use crate::metrics::Metrics;
 use crate::run::{self, RunPlan};
 use crate::slots::{Admission, Capacity};
-use crate::stream::{Outbound, PendingCalls};
+use crate::stream::{Flow, Outbound, PendingCalls};
 use crate::workers::Placement;
 use futures::{Stream, StreamExt};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tether_proto::pb::{self, backend_message, sidecar_server};
 use tether_telemetry::TraceContext;
@@ -106,7 +106,14 @@ impl SidecarService {
         mut inbound: Streaming<pb::BackendMessage>,
         parent: TraceContext,
     ) -> Result<<Self as sidecar_server::Sidecar>::RunStream, RejectRun> {
-        let first = inbound.message().await.map_err(RejectRun::Unreadable)?;
+        // Counted until `Start` is in, and held for `start_timeout` at most.
+        let awaiting = self.shared.capacity.awaiting_start();
+        let timeout = self.shared.config.start_timeout;
+        let first = tokio::time::timeout(timeout, inbound.message())
+            .await
+            .map_err(|_| RejectRun::NoStart(timeout))?
+            .map_err(RejectRun::Unreadable)?;
+        drop(awaiting);
         let start = match first {
             Some(pb::BackendMessage { kind: Some(backend_message::Kind::Start(start)) }) => start,
             Some(_) => return Err(RejectRun::Protocol("the first message of a run must be `Start`".into())),
@@ -121,10 +128,16 @@ impl SidecarService {
         let Some(runtime) = engine.runtime(&start.language) else {
             return Err(RejectRun::UnknownLanguage(start.language));
         };
+        // Charged before the `Start` is parsed, so one past the budget costs
+        // no more than its receipt.
+        let capacity = &self.shared.capacity;
+        let held = capacity.hold_start(start_bytes(&start)).map_err(RejectRun::from)?;
         let plan = RunPlan::new(start, &self.shared.config.limits, runtime.tool_fields)?;
-        let admission = self.shared.capacity.admit().map_err(|full| RejectRun::QueueFull(full.0))?;
+        let admission = capacity.admit(held).map_err(RejectRun::from)?;
 
         let (sender, receiver) = mpsc::channel(OUTBOUND_BUFFER);
+        let receiver = Arc::new(Mutex::new(receiver));
+        let flow = Flow::new(&receiver);
         let span = tracing::info_span!(
             "run",
             run_id = %plan.run_id,
@@ -136,7 +149,8 @@ impl SidecarService {
         parent.set_parent_of(&span);
         // A deadline beyond what `Instant` holds never passes.
         let deadline = Instant::now().checked_add(plan.limits.deadline);
-        let task = RunTask { shared: self.shared.clone(), engine, plan, outbound: Outbound::new(sender), admission };
+        let outbound = Outbound::new(sender, flow.clone());
+        let task = RunTask { shared: self.shared.clone(), engine, plan, outbound, admission };
         let run = self.shared.lifecycle.track_run(task.drive(inbound).instrument(span));
         match &self.placement {
             // On a worker (`workers`): a task there, with its place on it.
@@ -146,11 +160,20 @@ impl SidecarService {
                     let _seated = seated;
                     run.await;
                 });
-                Ok(RunStream::forwarding(receiver))
+                Ok(RunStream::forwarding(receiver, flow))
             }
-            None => Ok(RunStream::driving(receiver, run, deadline, &self.shared.driven)),
+            None => Ok(RunStream::driving(receiver, flow, run, deadline, &self.shared.driven)),
         }
     }
+}
+
+/// The bytes `start` held on the wire, near enough: its payloads, and room
+/// for its ids and framing.
+fn start_bytes(start: &pb::Start) -> u64 {
+    let tools: usize =
+        start.tools.iter().map(|t| 16 + t.name.len() + t.description.len() + t.input_schema_json.len()).sum();
+    let ids = start.run_id.len() + start.turn_id.len() + start.parent_call_id.len() + start.language.len();
+    (256 + start.source.len() + start.input_json.len() + ids + tools) as u64
 }
 
 /// One admitted run and everything it holds.
@@ -176,7 +199,12 @@ pub(crate) enum InboundEnd {
 
 impl RunTask {
     async fn drive(self, inbound: Streaming<pb::BackendMessage>) {
-        let RunTask { shared, engine, plan, outbound, mut admission } = self;
+        let RunTask { shared, engine, mut plan, outbound, mut admission } = self;
+        // The guest's copy: the plan keeps none, so the bytes go once the
+        // guest has read them.
+        let start_doc = std::mem::take(&mut plan.start_doc);
+        let stall_timeout = shared.config.stall_timeout;
+        let flow = outbound.flow().clone();
         // `drive` runs in the run's span (`run`): its calls' spans hang below it.
         let run_span = tracing::Span::current();
         let started = Instant::now();
@@ -205,7 +233,7 @@ impl RunTask {
                 peak_memory: &peak_memory,
                 link: link.clone(),
             };
-            run::execute(&runtime.pre, &plan, port, &link.output, meters).await
+            run::execute(&runtime.pre, &plan, start_doc, port, &link.output, meters).await
         };
         let guest = Metered::new(guest, cpu.clone());
         let deadline = tokio::time::sleep(plan.limits.deadline);
@@ -218,6 +246,7 @@ impl RunTask {
                 InboundEnd::Gone => RunEnd::BackendGone,
             }, None),
             () = outbound.closed() => (RunEnd::BackendGone, None),
+            () = flow.stalled(stall_timeout) => (RunEnd::Stalled, None),
             () = deadline => (RunEnd::Limit(LimitExceeded::Deadline { limit: plan.limits.deadline }), None),
             () = shared.lifecycle.runs_cancelled() => (RunEnd::Cancelled(CancelledBy::Shutdown), None),
         };
@@ -227,6 +256,11 @@ impl RunTask {
         run_span.record("calls", i64::from(link.stats.calls.load(Ordering::Relaxed)));
         let run_end = match end {
             RunEnd::BackendGone => return,
+            RunEnd::Stalled => {
+                left.disarm();
+                stalled(&shared.metrics, &flow, stall_timeout, started, &run_span);
+                return;
+            }
             end => end,
         };
         left.disarm();
@@ -248,22 +282,47 @@ impl RunTask {
         // The last output first; `Finished` then repeats all of it.
         let finished = run_end.into_finished(link.output.contents(), stats, plan.limits.to_proto());
         shared.metrics.run_ended(Some(finished.status()), started.elapsed());
-        // With room on the stream for the last output and `Finished`, the
-        // backend gets its answer before the instance is torn down (the pool
-        // resets its memory then). Without room, teardown comes first, so a
-        // backend that reads slowly never holds a pool slot.
-        let spent = if outbound.has_room(2) {
+        // With room on the stream for the last output (stdout and stderr)
+        // and `Finished`, the backend gets its answer before the instance is
+        // torn down (the pool resets its memory then). Without room,
+        // teardown comes first, so a backend that reads slowly never holds a
+        // pool slot.
+        let spent = if outbound.has_room(3) {
             spent
         } else {
             drop(spent);
             None
         };
-        // A failed send means the backend is gone; there is no one left to tell.
-        if link.flush_output().await.is_ok() {
-            let _ = outbound.send(pb::sidecar_message::Kind::Finished(finished)).await;
+        let last = async {
+            // A failed send means the backend is gone; there is no one left to tell.
+            if link.flush_output().await.is_ok() {
+                let _ = outbound.send(pb::sidecar_message::Kind::Finished(finished)).await;
+            }
+        };
+        // A backend that reads nothing more loses the `Finished` too, in time.
+        tokio::select! {
+            () = last => {}
+            () = flow.stalled(stall_timeout) => {
+                run_span.in_scope(|| tracing::info!("the backend read no more of the run's stream; `Finished` is dropped"));
+                flow.abandon(RejectRun::Stalled(stall_timeout).into());
+            }
         }
         drop(spent);
     }
+}
+
+/// Ends a run whose stream took nothing for `timeout`: counted, logged, and
+/// its stream told why once the backend reads again.
+fn stalled(metrics: &Metrics, flow: &Flow, timeout: std::time::Duration, started: Instant, span: &tracing::Span) {
+    span.record("outcome", RunEnd::Stalled.kind());
+    span.in_scope(|| {
+        tracing::warn!(
+            stall_timeout_ms = timeout.as_millis() as u64,
+            "run ended: the backend read none of its stream for the stall timeout"
+        );
+    });
+    metrics.run_stalled(started.elapsed());
+    flow.abandon(RejectRun::Stalled(timeout).into());
 }
 
 /// Reports a run that ends without `Finished` because the backend went away:

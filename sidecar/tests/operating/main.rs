@@ -18,4 +18,5 @@ mod memory;
 mod metrics;
 mod python_client;
 mod reflection;
+mod run_bounds;
 mod telemetry;
