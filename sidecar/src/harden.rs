@@ -18,7 +18,9 @@
 //!    network.
 //! 5. `--user UID[:GID]`: when root, `setgroups([])`, `setgid`, `setuid`;
 //!    then checks that uid 0 cannot be regained. A failure is an error: the
-//!    sidecar never goes on as root when told not to.
+//!    sidecar never goes on as root when told not to. `--user 0` is refused
+//!    (not accepted as a no-op): whoever wrote it meant to leave root, and
+//!    running as root is had by leaving `--user` out.
 
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use nix::unistd::{Gid, Uid};
@@ -47,6 +49,11 @@ pub enum HardenError {
     /// After the drop, the process could still become root again.
     #[error("after switching to uid `{0}` the process could regain root; refusing to continue")]
     RootRegained(u32),
+    /// `--user 0`: switching to root leaves the sidecar root.
+    #[error(
+        "`--user 0` would leave the sidecar running as root, which `--user` is there to prevent; give an unprivileged uid (the container image uses `65532`), or leave `--user` out to run as root knowingly"
+    )]
+    StaysRoot,
     /// A `--user` value that does not parse.
     #[error("`--user` takes `UID` or `UID:GID` (numbers), not `{0}`")]
     BadUser(String),
@@ -112,8 +119,12 @@ impl Hardening {
     /// one thread only, after binding the listeners.
     ///
     /// # Errors
-    /// If a step fails; the process must then exit.
+    /// If a step fails, or [`HardenError::StaysRoot`] for a switch to uid 0
+    /// (checked before anything is done); the process must then exit.
     pub fn apply(&self) -> Result<HardenReport, HardenError> {
+        if self.run_as.is_some_and(|user| user.uid == 0) {
+            return Err(HardenError::StaysRoot);
+        }
         sys("set RLIMIT_CORE to 0", setrlimit(Resource::RLIMIT_CORE, 0, 0))?;
         sys("turn off PR_SET_DUMPABLE", nix::sys::prctl::set_dumpable(false))?;
         if let Some(wanted) = self.max_open_files {
@@ -167,7 +178,7 @@ fn drop_to(user: RunAs) -> Result<(), HardenError> {
     sys("set the group (setgid)", nix::unistd::setgid(gid))?;
     sys("set the user (setuid)", nix::unistd::setuid(uid))?;
     // Only a full drop (real, effective and saved uid) makes this fail.
-    if user.uid != 0 && (nix::unistd::setuid(Uid::from_raw(0)).is_ok() || Uid::effective().is_root()) {
+    if nix::unistd::setuid(Uid::from_raw(0)).is_ok() || Uid::effective().is_root() {
         return Err(HardenError::RootRegained(user.uid));
     }
     Ok(())
@@ -183,5 +194,13 @@ mod tests {
         assert_eq!("1000:100".parse::<RunAs>().unwrap(), RunAs { uid: 1000, gid: 100 });
         assert!("nobody".parse::<RunAs>().is_err());
         assert!("1:".parse::<RunAs>().is_err());
+    }
+
+    #[test]
+    fn a_switch_to_root_is_refused_before_anything_is_done() {
+        let hardening = Hardening { run_as: Some(RunAs { uid: 0, gid: 0 }), ..Hardening::default() };
+        let error = hardening.apply().unwrap_err();
+        assert!(matches!(error, HardenError::StaysRoot), "{error}");
+        assert!(error.to_string().contains("`--user 0`"), "{error}");
     }
 }

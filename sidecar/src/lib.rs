@@ -14,6 +14,7 @@
 //! - `log_limit`: rate-limited log lines for what a peer can cause at will
 //! - `auth`: who may open runs (peer uid/gid, bearer token, mTLS), one gate per listener
 //! - `harden`: process hardening at start (no new privileges, no core dumps, user drop)
+//! - `socket_file`: the Unix socket's file: its owner, group and mode, removed on exit
 //! - `unix_authority`: mends the `:authority` clients send on a Unix socket
 //! - `workers`: the threads a listener's connections and runs execute on, one runtime each
 //! - `service`: the `tether.v1` gRPC service: admits runs, drives each to its end
@@ -57,6 +58,7 @@ mod server;
 mod service;
 mod signals;
 mod slots;
+mod socket_file;
 mod state;
 mod stream;
 mod unix_authority;
@@ -70,7 +72,8 @@ pub use engine::{EPOCH_TICK, EngineError, prepare_cache};
 pub use harden::{HardenError, HardenReport, Hardening, RunAs};
 pub use health::{LIVENESS_SERVICE, READINESS_SERVICES};
 pub use lifecycle::{DrainReport, Phase};
-pub use module_cache::default_cache_dir;
+pub use module_cache::{CacheDirError, claim_cache_dir, default_cache_dir, default_cache_dir_for_user};
 pub use server::{Sidecar, SidecarError};
 pub use service::SidecarService;
 pub use signals::ShutdownSignals;
+pub use socket_file::{SocketAccess, SocketError, SocketFile};

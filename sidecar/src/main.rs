@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tether_sidecar::{
     Access, BearerToken, ConnectionLimits, DEFAULT_DRAIN_DEADLINE, Hardening, Limits, MutualTls, PeerPolicy, RunAs,
-    ShutdownSignals, Sidecar, SidecarConfig, TcpAccess,
+    ShutdownSignals, Sidecar, SidecarConfig, SocketAccess, SocketFile, TcpAccess, default_cache_dir_for_user,
 };
 use tether_telemetry::TelemetryArgs;
 use tokio::task::JoinSet;
@@ -28,6 +28,15 @@ struct Args {
     /// Serve runs on this Unix socket; only peers with an allowed uid/gid get in.
     #[arg(long, env = "TETHER_SOCKET")]
     socket: Option<PathBuf>,
+    /// The socket file's permission bits, in octal (connecting needs write
+    /// permission; the uid/gid check still decides who gets in). Default:
+    /// 0660, or 0666 when --allow-uid/--allow-gid admit peers beyond the
+    /// socket's owner and group.
+    #[arg(long, env = "TETHER_SOCKET_MODE", value_parser = parse_mode)]
+    socket_mode: Option<u32>,
+    /// The socket file's group (a gid). Default: the sidecar's gid (after --user).
+    #[arg(long, env = "TETHER_SOCKET_GROUP")]
+    socket_group: Option<u32>,
     /// Do not listen on TCP, even if --listen or TETHER_LISTEN is set.
     #[arg(long)]
     no_tcp: bool,
@@ -201,9 +210,36 @@ type Servers = JoinSet<Result<(), tether_sidecar::SidecarError>>;
 #[derive(Debug, Default)]
 struct Bound {
     tcp: Option<std::net::TcpListener>,
-    unix: Option<(PathBuf, std::os::unix::net::UnixListener)>,
+    unix: Option<(SocketFile, std::os::unix::net::UnixListener)>,
     health: Option<std::net::TcpListener>,
     metrics: Option<std::net::TcpListener>,
+}
+
+/// `--socket-mode`: octal permission bits.
+fn parse_mode(value: &str) -> Result<u32, String> {
+    u32::from_str_radix(value.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|mode| *mode <= 0o777)
+        .ok_or_else(|| format!("`{value}` is not a mode: give octal permission bits, e.g. `0660`"))
+}
+
+/// The uid and gid the sidecar runs as once hardened (after `--user`).
+fn own_ids(args: &Args) -> (u32, u32) {
+    args.user.map_or_else(
+        || (nix::unistd::Uid::effective().as_raw(), nix::unistd::Gid::effective().as_raw()),
+        |user| (user.uid, user.gid),
+    )
+}
+
+/// Who the socket file belongs to, and its mode, from the flags.
+fn socket_access(args: &Args, policy: &PeerPolicy) -> SocketAccess {
+    let (uid, own_gid) = own_ids(args);
+    let gid = args.socket_group.unwrap_or(own_gid);
+    // The peer check is the gate; the mode must not silently contradict the
+    // allow lists the operator wrote.
+    let others_allowed = policy.uids.iter().any(|&allowed| allowed != uid) || policy.gids.iter().any(|&g| g != gid);
+    let mode = args.socket_mode.unwrap_or(if others_allowed { 0o666 } else { 0o660 });
+    SocketAccess { uid, gid, mode }
 }
 
 fn bind_tcp(address: &str, flag: &str) -> anyhow::Result<std::net::TcpListener> {
@@ -225,7 +261,7 @@ fn access(args: &Args) -> anyhow::Result<Access> {
         _ => None,
     };
     // The sidecar's own uid is the one it runs as after `--user`.
-    let own_uid = args.user.map_or_else(|| nix::unistd::Uid::current().as_raw(), |user| user.uid);
+    let own_uid = own_ids(args).0;
     let uids =
         if args.allow_uids.is_empty() && args.allow_gids.is_empty() { vec![own_uid] } else { args.allow_uids.clone() };
     Ok(Access {
@@ -265,7 +301,8 @@ fn main() -> anyhow::Result<()> {
         pool_keep_resident_bytes: args.pool_keep_resident_kib << 10,
         idle_release: Duration::try_from_secs_f64(args.idle_release_seconds)
             .context("--idle-release-seconds must be 0 (never) or a positive number")?,
-        cache_dir: args.cache_dir.clone(),
+        // Started as root with `--user`, the cache is the user's, not root's.
+        cache_dir: args.cache_dir.clone().or_else(|| args.user.map(|user| default_cache_dir_for_user(user.uid))),
         access: access(&args)?,
         keepalive_interval: Duration::try_from_secs_f64(args.keepalive_interval_seconds)
             .context("--keepalive-interval-seconds must be a positive number")?,
@@ -296,6 +333,11 @@ fn main() -> anyhow::Result<()> {
         let hardening =
             Hardening { max_open_files: Some(args.max_open_files), unshare_net: args.unshare_net, run_as: args.user };
         let report = hardening.apply().context("cannot harden the process; refusing to start")?;
+        // A cache directory chosen for the user is made (as the user) and
+        // must be the user's alone: compiled code is loaded from it.
+        if let (None, Some(dir)) = (&args.cache_dir, &config.cache_dir) {
+            tether_sidecar::claim_cache_dir(dir).context("cannot use the default compile cache for `--user`")?;
+        }
         (bound, Some(report))
     };
     let runtime =
@@ -313,11 +355,10 @@ fn bind(args: &Args, config: &SidecarConfig) -> anyhow::Result<Bound> {
         bound.tcp = Some(listener);
     }
     if let Some(path) = &args.socket {
-        let _ = std::fs::remove_file(path);
-        let listener = std::os::unix::net::UnixListener::bind(path)
-            .with_context(|| format!("cannot listen on `{}`", path.display()))?;
+        // Bound as root, given to the user the sidecar runs as (`socket_file`).
+        let (listener, file) = SocketFile::bind(path, socket_access(args, &config.access.unix))?;
         listener.set_nonblocking(true).context("cannot make the listener non-blocking")?;
-        bound.unix = Some((path.clone(), listener));
+        bound.unix = Some((file, listener));
     }
     anyhow::ensure!(
         bound.tcp.is_some() || bound.unix.is_some(),
@@ -361,6 +402,8 @@ async fn serve(
     // Lifecycle: catch signals first, listen at once, load the guests in the
     // background (readiness says when), drain on the first signal.
     let mut signals = ShutdownSignals::install().context("cannot catch SIGTERM and SIGINT")?;
+    let cache_dir = config.cache_dir.clone().unwrap_or_else(tether_sidecar::default_cache_dir);
+    tracing::info!(cache_dir = %cache_dir.display(), "compile cache (`--cache-dir` sets another)");
     let sidecar = Sidecar::load_in_background(config).context("failed to start the sidecar")?;
     let mut servers = Servers::new();
     // Every server runs until the sidecar stops (after a drain).
@@ -375,10 +418,15 @@ async fn serve(
         let sidecar = sidecar.clone();
         servers.spawn(async move { sidecar.serve_tcp(listener, until_stopped()).await });
     }
-    if let Some((path, listener)) = bound.unix {
+    let mut socket_file = None;
+    if let Some((file, listener)) = bound.unix {
         let listener = tokio::net::UnixListener::from_std(listener).context("cannot use the Unix listener")?;
+        let path = file.path().to_owned();
+        warn_of_allowed_peers_that_cannot_connect(&args, &sidecar);
         tracing::info!(socket = %path.display(), "serving on a Unix socket");
         println!("listening on unix:{}", path.display());
+        // Removed when `serve` returns, however it ends.
+        socket_file = Some(file);
         let sidecar = sidecar.clone();
         servers.spawn(async move { sidecar.serve_unix(listener, until_stopped()).await });
     }
@@ -403,9 +451,29 @@ async fn serve(
     }
     let served =
         run_until_drained(&sidecar, servers, &mut signals, Duration::from_secs(args.drain_deadline_seconds)).await;
+    drop(socket_file);
     // Every run has ended: its spans are sent before the process exits.
     telemetry.shutdown().await;
     served
+}
+
+/// Warns of each uid the allow list admits that the socket file's mode keeps
+/// out (not its owner, no write permission for others): it would get
+/// `Permission denied` before the peer check could let it in.
+fn warn_of_allowed_peers_that_cannot_connect(args: &Args, sidecar: &Sidecar) {
+    let policy = &sidecar.config().access.unix;
+    let access = socket_access(args, policy);
+    if access.mode & 0o002 != 0 {
+        return;
+    }
+    for uid in policy.uids.iter().filter(|&&uid| uid != access.uid) {
+        tracing::warn!(
+            uid,
+            socket_mode = format!("{:04o}", access.mode),
+            socket_group = access.gid,
+            "an allowed uid can connect to the socket only if it is in the socket's group; give `--socket-mode 0666` (the peer check still decides who gets in) or `--socket-group`"
+        );
+    }
 }
 
 /// Serves until SIGTERM or SIGINT — failing at once if the guests cannot load

@@ -29,6 +29,71 @@ pub fn default_cache_dir() -> PathBuf {
     std::env::temp_dir().join("tether-cache")
 }
 
+/// The default cache directory of a sidecar started as root that switches to
+/// `uid` (`--user`): that user's own, not root's — `~/.cache/tether` in the
+/// user's home (from the passwd database) when it has one, else
+/// `tether-cache-<uid>` in the system temporary directory. Root's
+/// environment (`$HOME`, `$XDG_CACHE_HOME`) is not the user's, so it is not
+/// read. [`claim_cache_dir`] makes sure it is the user's alone.
+pub fn default_cache_dir_for_user(uid: u32) -> PathBuf {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(user)) if user.dir.is_dir() && user.dir != Path::new("/") => user.dir.join(".cache/tether"),
+        _ => std::env::temp_dir().join(format!("tether-cache-{uid}")),
+    }
+}
+
+/// Why a cache directory may not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheDirError {
+    /// It could not be created or read.
+    #[error("cannot create the compile cache `{}`: {source}; give `--cache-dir` a directory the sidecar's user can write", dir.display())]
+    Create {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Another user owns it, or others may write to it: compiled code loaded
+    /// from there could be anyone's.
+    #[error(
+        "the compile cache `{}` belongs to uid `{owner}` with mode `{mode:o}`, not to uid `{uid}` alone; remove it, or give `--cache-dir` a directory only uid `{uid}` can write", dir.display()
+    )]
+    NotPrivate {
+        /// The directory.
+        dir: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// Its permission bits.
+        mode: u32,
+        /// The uid the sidecar runs as.
+        uid: u32,
+    },
+}
+
+/// Creates `dir` (mode 0700) if it is missing and checks that it belongs to
+/// the calling process's uid and that no one else may write to it — call it
+/// after the switch to `--user`, for a cache directory the sidecar chose
+/// itself ([`default_cache_dir_for_user`]).
+///
+/// # Errors
+/// [`CacheDirError`] when it cannot be created, or is not the user's alone.
+pub fn claim_cache_dir(dir: &Path) -> Result<(), CacheDirError> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    let create = |source| CacheDirError::Create { dir: dir.to_owned(), source };
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(create)?;
+    let meta = std::fs::symlink_metadata(dir).map_err(create)?;
+    let uid = nix::unistd::Uid::effective().as_raw();
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+        return Err(CacheDirError::NotPrivate {
+            dir: dir.to_owned(),
+            owner: meta.uid(),
+            mode: meta.mode() & 0o7777,
+            uid,
+        });
+    }
+    Ok(())
+}
+
 /// A guest module, and whether its compiled form is in the cache.
 #[derive(Debug)]
 pub(crate) struct Loaded {

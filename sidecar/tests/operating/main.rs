@@ -20,3 +20,4 @@ mod python_client;
 mod reflection;
 mod run_bounds;
 mod telemetry;
+mod user_switch;

@@ -56,10 +56,18 @@ impl SidecarProcess {
     /// and `--socket` is a run listener to wait for), and waits until it has
     /// announced its listeners. `address` is the TCP run listener, or empty.
     pub fn start_exactly(cache: &Path, args: &[&str]) -> SidecarProcess {
+        SidecarProcess::start_with(Some(cache), args)
+    }
+
+    /// As [`SidecarProcess::start_exactly`], with no `--cache-dir` when
+    /// `cache` is `None` (the sidecar then picks its default).
+    pub fn start_with(cache: Option<&Path>, args: &[&str]) -> SidecarProcess {
         let log = tempfile::NamedTempFile::new().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tether-sidecar"))
-            .arg("--cache-dir")
-            .arg(cache)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tether-sidecar"));
+        if let Some(cache) = cache {
+            command.arg("--cache-dir").arg(cache);
+        }
+        let mut child = command
             .args(args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
