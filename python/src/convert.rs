@@ -56,7 +56,7 @@ pub(crate) fn audit(row: &AuditRecord) -> Value {
         json!({
             "step": row.step.map(|s| s.as_str()), "code": row.code, "display_name": row.display_name(),
             "approval": row.approval.map(|a| a.as_str()), "decided_by": row.decided_by,
-            "approval_reason": row.approval_reason, "status": row.status.as_str(),
+            "approval_reason": row.approval_reason, "detail": row.detail, "status": row.status.as_str(),
             "started_at_ms": row.started_at_ms, "finished_at_ms": row.finished_at_ms, "duration_us": row.duration_us,
         }),
     )

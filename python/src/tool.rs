@@ -115,21 +115,42 @@ fn read_tagged(returned: &Bound<'_, PyAny>) -> Option<Tagged> {
     read().ok()
 }
 
+/// What the model reads instead of an unexpected exception's text, which
+/// may hold a secret (a password in a connection error); the text itself is
+/// in the call's audit row and the logs.
+pub(crate) const WITHHELD: &str = "the message is withheld and kept in the host's audit log";
+
 /// Runs a Python tool: `invoke` is `Tool._invoke`, an `async def` that takes
 /// the arguments as JSON text and returns a tagged tuple (see `_tools.py`).
 pub(crate) struct PyToolExecutor {
     name: String,
     invoke: Py<PyAny>,
+    /// `Turn.open(verbatim_tool_errors=True)`: an unexpected exception's
+    /// text goes to the model too (default off: the type only).
+    verbatim: bool,
 }
 
 impl PyToolExecutor {
-    /// The executor of tool `name`.
-    pub(crate) fn new(name: String, invoke: Py<PyAny>) -> Arc<PyToolExecutor> {
-        Arc::new(PyToolExecutor { name, invoke })
+    /// The executor of tool `name`; with `verbatim`, the model reads an
+    /// unexpected exception's text, not only its type.
+    pub(crate) fn new(name: String, invoke: Py<PyAny>, verbatim: bool) -> Arc<PyToolExecutor> {
+        Arc::new(PyToolExecutor { name, invoke, verbatim })
     }
 
     fn reported(&self, detail: String) -> ToolError {
         ToolError::reported(&Reason::ToolReported { tool: self.name.clone(), detail })
+    }
+
+    /// The tool raised `kind` with `message` (not a `tether.ToolError`): the
+    /// model reads the type and, only when verbatim, the message; the audit
+    /// row's detail has both, whatever the setting.
+    fn raised(&self, kind: &str, message: &str) -> ToolError {
+        let shown = if self.verbatim {
+            format!("it raised `{kind}`: {message}")
+        } else {
+            format!("it raised `{kind}`; {WITHHELD}")
+        };
+        self.reported(shown).with_detail(format!("`{kind}`: {message}"))
     }
 
     /// The tool's outcome from the tagged tuple `_invoke` returned:
@@ -144,7 +165,7 @@ impl PyToolExecutor {
                 .map(ToolOutput::new)
                 .map_err(|error| self.invalid(format!("not JSON: {error}"))),
             "tool_error" => Err(ToolError::new(first, second.unwrap_or_default())),
-            "raised" => Err(self.reported(format!("it raised `{first}`: {}", second.unwrap_or_default()))),
+            "raised" => Err(self.raised(&first, second.as_deref().unwrap_or_default())),
             _ => Err(self.invalid(first)),
         }
     }
@@ -159,7 +180,11 @@ impl ToolExecutor for PyToolExecutor {
     async fn execute(&self, _context: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         match invoke(&self.invoke, args.to_string(), read_tagged).await {
             Ok(Invoked::Returned(tagged)) => self.outcome(tagged),
-            Ok(Invoked::Raised { kind, message }) => Err(self.reported(format!("it raised `{kind}`: {message}"))),
+            // `_invoke` itself raised (an exception it does not catch).
+            Ok(Invoked::Raised { kind, message }) => {
+                tracing::warn!(tool = %self.name, "the tool raised `{kind}`: {message}");
+                Err(self.raised(&kind, &message))
+            }
             Ok(Invoked::Cancelled) => Err(ToolError::around(&Reason::ProviderLost {
                 tool: self.name.clone(),
                 provider: PROVIDER.into(),

@@ -105,6 +105,8 @@ struct Plan {
     deadline: Option<Duration>,
     script_time_limit: Option<Duration>,
     deliver: Option<Py<PyAny>>,
+    /// The model reads an unexpected exception's text, not only its type.
+    verbatim_tool_errors: bool,
 }
 
 impl Plan {
@@ -129,7 +131,7 @@ impl Plan {
             None => None,
         };
         for (spec, invoke) in self.tools {
-            let executor = PyToolExecutor::new(spec.name.clone(), invoke);
+            let executor = PyToolExecutor::new(spec.name.clone(), invoke, self.verbatim_tool_errors);
             builder = builder.tool(spec, executor);
         }
         if let Some(address) = &self.sidecar {
@@ -175,9 +177,10 @@ impl NativeTurn {
     /// audit store already holds raises `ConfigError`), `tools` are `(spec JSON, invoke)` pairs, `approver`
     /// an `async def decide(request_json)`, `audit` a store URL, `sidecar`
     /// an address, `"embedded"` or `None` (no `run_script`), `limits` JSON,
-    /// `deliver` the event hub's callable.
+    /// `deliver` the event hub's callable, `verbatim_tool_errors` whether
+    /// the model reads an unexpected exception's text (else its type only).
     #[staticmethod]
-    #[pyo3(signature = (turn_id, tools, approver, audit, sidecar, token, limits, deliver))]
+    #[pyo3(signature = (turn_id, tools, approver, audit, sidecar, token, limits, deliver, verbatim_tool_errors))]
     #[allow(clippy::too_many_arguments)]
     fn open<'py>(
         py: Python<'py>,
@@ -189,6 +192,7 @@ impl NativeTurn {
         token: Option<String>,
         limits: String,
         deliver: Option<Py<PyAny>>,
+        verbatim_tool_errors: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let limits = LimitsJson::parse(&limits)?;
         let tools = tools
@@ -206,6 +210,7 @@ impl NativeTurn {
             deadline: limits.deadline.map(|d| seconds("deadline", d)).transpose()?,
             script_time_limit: limits.script_time_limit.map(|d| seconds("script_time_limit", d)).transpose()?,
             deliver,
+            verbatim_tool_errors,
         };
         awaitable(py, plan.build())
     }

@@ -33,6 +33,7 @@ class Turn:
         token: Optional[str],
         limits: str,
         deliver: Optional[Callable[[str], None]],
+        verbatim_tool_errors: bool,
     ) -> Awaitable["Turn"]: ...
     @property
     def id(self) -> str: ...

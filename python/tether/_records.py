@@ -162,6 +162,10 @@ class AuditRow(CallIdentity):
     duration_us: int
     #: The approver's reason for its answer (``Decision.reason``), if it gave one.
     approval_reason: Optional[str] = None
+    #: The failure's full text for the operator, never shown to the model:
+    #: for a tool that raised (not :class:`tether.ToolError`), the exception's
+    #: type and message, ``"`RuntimeError`: …"``.
+    detail: Optional[str] = None
 
 
 @dataclass(frozen=True)

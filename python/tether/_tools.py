@@ -225,8 +225,11 @@ class Tool:
         except ToolError as error:
             return ("tool_error", error.code, error.message)
         except Exception as error:
-            logger.info("tool `%s` raised", self.name, exc_info=True)
-            return ("raised", type(error).__qualname__, str(error))
+            # The full text, for the operator; the model gets the type only,
+            # unless the turn is opened with `verbatim_tool_errors=True`.
+            kind = type(error).__qualname__
+            logger.warning("tool `%s` raised `%s`: %s", self.name, kind, error, exc_info=True)
+            return ("raised", kind, str(error))
         try:
             return ("ok", json.dumps(pydantic_core.to_jsonable_python(result)))
         except (TypeError, ValueError, pydantic_core.PydanticSerializationError) as error:

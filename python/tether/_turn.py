@@ -152,6 +152,7 @@ class TurnOptions(TypedDict, total=False):
     max_result_bytes: Optional[int]
     deadline: Optional[float]
     script_time_limit: Optional[float]
+    verbatim_tool_errors: bool
 
 
 class ScriptTool:
@@ -212,6 +213,7 @@ class Turn:
         max_result_bytes: Optional[int] = None,
         deadline: Optional[float] = None,
         script_time_limit: Optional[float] = None,
+        verbatim_tool_errors: bool = False,
     ) -> "_Opening":
         """Opens a turn.
 
@@ -236,6 +238,16 @@ class Turn:
           ``max_result_bytes``, ``audit_args_bytes`` (4096),
           ``capture_payloads`` (off), ``deadline`` (seconds from now; none),
           ``script_time_limit`` (1800 s).
+        - ``verbatim_tool_errors`` (off): a tool that raises an exception
+          other than :class:`tether.ToolError` fails with ``tool_failed``,
+          and the model (or script) reads only the tool and the exception's
+          type, "`lookup` reported a failure: it raised `RuntimeError`; the
+          message is withheld and kept in the host's audit log", since the
+          text may hold a secret. The whole ``"`RuntimeError`: <text>"`` is
+          in the audit row's ``detail``, and logged with its traceback on the
+          ``tether`` logger at WARNING. ``True`` sends the text to the model
+          too. A ``tether.ToolError``'s message is for the model: always
+          sent.
 
         Raises :class:`tether.ConfigError`, :class:`tether.AuditStoreError`
         or :class:`tether.SidecarUnavailable` when the turn cannot be built.
@@ -268,6 +280,7 @@ class Turn:
                 token if token is not None else (os.environ.get("TETHER_TOKEN") or None),
                 json.dumps({k: v for k, v in limits.items() if v is not None}),
                 hub.deliver,
+                bool(verbatim_tool_errors),
             )
             return Turn(native, hub)
 

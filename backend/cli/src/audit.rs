@@ -121,9 +121,11 @@ fn line(row: &AuditRecord) -> String {
     if let Some(reason) = &row.approval_reason {
         approval.push_str(&format!(" ({reason:?})"));
     }
+    // The failure's full text, for the operator (the model got a short one).
+    let detail = row.detail.as_deref().map(|d| format!(", detail {d:?}")).unwrap_or_default();
     let run = row.call.script_run_id.as_deref().map(|r| format!(" [run {r}]")).unwrap_or_default();
     format!(
-        "{} {} ({}){run}: {outcome}{approval}, {:.1} ms  {}",
+        "{} {} ({}){run}: {outcome}{approval}{detail}, {:.1} ms  {}",
         row.call.call_id,
         row.call.tool,
         row.call.origin,
@@ -192,6 +194,7 @@ pub fn to_json(turn_id: &str, records: &TurnRecords, filter: &Filter) -> Value {
             row["approval"] = json!(r.approval.map(|a| a.as_str()));
             row["decided_by"] = json!(r.decided_by);
             row["approval_reason"] = json!(r.approval_reason);
+            row["detail"] = json!(r.detail);
             row["status"] = json!(r.status.as_str());
             row["started_at_ms"] = json!(r.started_at_ms);
             row["finished_at_ms"] = json!(r.finished_at_ms);
@@ -214,4 +217,46 @@ pub fn to_json(turn_id: &str, records: &TurnRecords, filter: &Filter) -> Value {
         })
         .collect();
     json!({"turn_id": turn_id, "audit": audit, "ledger": ledger})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tether_backend::turn::CallStatus;
+
+    fn raised() -> AuditRecord {
+        AuditRecord {
+            call: CallIdentity {
+                turn_id: "t".into(),
+                call_id: "c1".into(),
+                parent_call_id: None,
+                script_run_id: None,
+                tool: "lookup".into(),
+                origin: "model".into(),
+                depth: 0,
+                args: "{}".into(),
+                args_truncated: false,
+            },
+            step: None,
+            code: Some("tool_failed".into()),
+            approval: None,
+            decided_by: None,
+            approval_reason: None,
+            detail: Some("`RuntimeError`: db password=hunter2\nat line 2".into()),
+            status: CallStatus::Error,
+            started_at_ms: 1,
+            finished_at_ms: 2,
+            duration_us: 1500,
+        }
+    }
+
+    #[test]
+    fn a_failures_detail_is_shown_on_its_line_and_in_the_json() {
+        let records = TurnRecords { audit: vec![raised()], ledger: vec![] };
+        let text = render("t", &records, &Filter::default());
+        assert!(text.contains(r#", detail "`RuntimeError`: db password=hunter2\nat line 2", 1.5 ms"#), "{text}");
+        assert_eq!(text.lines().count(), 2, "one line per call, whatever the detail holds: {text}");
+        let json = to_json("t", &records, &Filter::default());
+        assert_eq!(json["audit"][0]["detail"], json!("`RuntimeError`: db password=hunter2\nat line 2"));
+    }
 }

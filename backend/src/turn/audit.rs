@@ -102,6 +102,10 @@ pub struct AuditRecord {
     pub decided_by: Option<String>,
     /// The approver's reason for its answer, if it gave one.
     pub approval_reason: Option<String>,
+    /// The failure's full text for the operator — e.g. the exception a tool
+    /// raised, with its message — never shown to the model; `None` when
+    /// there is none (see [`ToolError::detail`](super::ToolError::detail)).
+    pub detail: Option<String>,
     /// How the call ended.
     pub status: CallStatus,
     /// When the call arrived, Unix milliseconds.

@@ -303,6 +303,8 @@ impl Turn {
         let context = ToolContext { turn: Arc::new(self.clone()), call_id: request.id.clone(), origin: origin.clone() };
         let executor = tool.executor();
         let args = request.args.clone();
+        // A failure around the tool keeps its full text here, for the audit row.
+        let detail = &mut guard.detail;
 
         let work = async move {
             // Script calls: unsafe tools run alone among the turn's script calls.
@@ -330,7 +332,7 @@ impl Turn {
                     }
                 }
                 slot.keep();
-                let returned = self.run_executor(executor, context, args, limit, name).await?;
+                let returned = self.run_executor(executor, context, args, limit, name, detail).await?;
                 let outcome = if returned.is_ok() { CallStatus::Ok } else { CallStatus::Error };
                 let settled =
                     StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms: unix_ms(SystemTime::now()) };
@@ -341,7 +343,7 @@ impl Turn {
                 Ok(returned)
             } else {
                 slot.keep();
-                self.run_executor(executor, context, args, limit, name).await
+                self.run_executor(executor, context, args, limit, name, detail).await
             }
         };
         tokio::select! {
@@ -358,6 +360,7 @@ impl Turn {
         args: serde_json::Value,
         limit: Duration,
         name: &str,
+        detail: &mut Option<String>,
     ) -> StepsOutcome {
         let run = AssertUnwindSafe(executor.execute(context, args)).catch_unwind();
         match tokio::time::timeout(limit, run).await {
@@ -370,7 +373,13 @@ impl Turn {
             // turn's to record, at this step, like a time-out.
             Ok(Ok(Err(error))) => match error.as_failure() {
                 Some(failure) => {
-                    tracing::warn!(code = %failure.code, "the tool could not be run to the end: {}", failure.message);
+                    tracing::warn!(
+                        code = %failure.code,
+                        detail = error.detail.as_deref(),
+                        "the tool could not be run to the end: {}",
+                        failure.message
+                    );
+                    *detail = error.detail;
                     Err(failure)
                 }
                 None => Ok(Err(error)),

@@ -29,6 +29,9 @@ pub(crate) struct CallGuard {
     pub(crate) step: Step,
     /// The approval verdict, once the approval step decided.
     pub(crate) approval: Option<ApprovalRecord>,
+    /// The failure's full text for the audit row, never shown to the model:
+    /// a tool error's [`ToolError::detail`], taken at the step that saw it.
+    pub(crate) detail: Option<String>,
     settled: bool,
     /// The audit row [`CallGuard::finish`] is enqueuing; written from `Drop`
     /// if the finish is dropped before the row is queued.
@@ -62,6 +65,7 @@ impl CallGuard {
             started: Instant::now(),
             step: Step::Budget,
             approval: None,
+            detail: None,
             settled: false,
             unqueued: None,
             span,
@@ -89,6 +93,7 @@ impl CallGuard {
             approval: self.approval.as_ref().map(|a| a.verdict),
             decided_by: self.approval.as_ref().map(|a| a.decided_by.clone()),
             approval_reason: self.approval.as_ref().and_then(|a| a.reason.clone()),
+            detail: self.detail.clone(),
             status,
             started_at_ms: unix_ms(self.started_wall),
             finished_at_ms: unix_ms(SystemTime::now()),
@@ -108,7 +113,12 @@ impl CallGuard {
         let duration = self.started.elapsed();
         let (outcome, metadata) = match outcome {
             Ok(Ok(output)) => (CallOutcome::Ok(output.value), output.metadata),
-            Ok(Err(error)) => (CallOutcome::ToolError { code: error.code, message: error.message }, error.metadata),
+            Ok(Err(error)) => {
+                if error.detail.is_some() {
+                    self.detail = error.detail;
+                }
+                (CallOutcome::ToolError { code: error.code, message: error.message }, error.metadata)
+            }
             Err(failure) => (CallOutcome::Failed(failure), None),
         };
         let result = CallResult {
@@ -212,8 +222,9 @@ impl CallGuard {
 #[cfg(test)]
 mod tests {
     use crate::turn::{
-        ApprovalDecision, ApprovalRequest, Approver, AuditStore, CallOrigin, CallRequest, MemoryAuditStore,
-        PolicyApprover, TRUNCATED_KEY, ToolMeta, ToolOutput, ToolSpec, Turn, executor_fn,
+        ApprovalDecision, ApprovalRequest, Approver, AuditStore, CallOrigin, CallOutcome, CallRequest, CallStatus,
+        MemoryAuditStore, PolicyApprover, Reason, TRUNCATED_KEY, ToolError, ToolMeta, ToolOutput, ToolSpec, Turn,
+        executor_fn,
     };
     use serde_json::{Value, json};
     use std::sync::Arc;
@@ -280,5 +291,41 @@ mod tests {
                 (Some(verdict), Some(reason))
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_tool_errors_detail_is_in_the_audit_row_and_never_in_what_the_caller_gets() {
+        let secret = "`RuntimeError`: db password=hunter2";
+        let store = Arc::new(MemoryAuditStore::new());
+        let turn = Turn::builder("t1")
+            .audit_store(store.clone())
+            .tool(
+                ToolSpec::new("lookup", "", json!({"type": "object"})).read_only(),
+                executor_fn(move |_, _| async move {
+                    Err(ToolError::new("tool_failed", "it raised `RuntimeError`").with_detail(secret))
+                }),
+            )
+            .tool(
+                ToolSpec::new("fetch", "", json!({"type": "object"})).read_only(),
+                executor_fn(move |_, _| async move {
+                    let lost =
+                        Reason::ProviderLost { tool: "fetch".into(), provider: "p".into(), detail: "gone".into() };
+                    Err(ToolError::around(&lost).with_detail(secret))
+                }),
+            )
+            .build()
+            .unwrap();
+        let reported = turn.execute(CallRequest::new("c1", "lookup", json!({})), CallOrigin::Model).await;
+        let around = turn.execute(CallRequest::new("c2", "fetch", json!({})), CallOrigin::Model).await;
+        for result in [&reported, &around] {
+            assert!(!format!("{:?}", result.outcome).contains("hunter2"), "{:?}", result.outcome);
+        }
+        assert!(matches!(reported.outcome, CallOutcome::ToolError { .. }));
+        assert!(matches!(around.outcome, CallOutcome::Failed(_)));
+        let rows = store.audit_log("t1").await.unwrap();
+        assert_eq!(
+            rows.iter().map(|r| (r.status, r.detail.as_deref())).collect::<Vec<_>>(),
+            [(CallStatus::Error, Some(secret)), (CallStatus::Failed, Some(secret))]
+        );
     }
 }

@@ -105,4 +105,13 @@ mod tests {
         let store = MemoryAuditStore::new();
         crate::turn::store_suite::claim_rules(&store, &store).await;
     }
+
+    #[tokio::test]
+    async fn an_audit_row_comes_back_whole_with_its_reason_and_detail() {
+        let store = MemoryAuditStore::new();
+        let row = crate::turn::store_suite::record("c1");
+        assert!(row.approval_reason.is_some() && row.detail.is_some());
+        store.enqueue(StoreWrite::Audit(row.clone())).await.unwrap().await.unwrap();
+        assert_eq!(store.audit_log("t1").await.unwrap(), vec![row]);
+    }
 }

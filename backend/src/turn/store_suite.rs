@@ -117,6 +117,7 @@ pub(super) fn record(call_id: &str) -> AuditRecord {
         approval: Some(ApprovalVerdict::Denied),
         decided_by: Some("policy".into()),
         approval_reason: Some("denied by the approval policy: ünïcödé".into()),
+        detail: Some("`RuntimeError`: db password=hunter2 ünïcödé\nline two".into()),
         status: CallStatus::Failed,
         started_at_ms: 10,
         finished_at_ms: 11,
@@ -162,6 +163,8 @@ pub(super) async fn ledger_rows_start_settle_follow_the_replay_rule_and_survive_
 
 pub(super) async fn audit_rows_round_trip_with_the_same_identity_columns_as_the_ledger<H: Harness>(h: H) {
     let store = h.open(DEFAULT);
+    // Every field set: the approver's reason, and the failure's detail
+    // (host-only; multi-line, with a secret and non-ASCII text) come back whole.
     let row = record("c1");
     store.enqueue(StoreWrite::Audit(row.clone())).await.unwrap().await.unwrap();
     // Every optional field empty, and a status of each kind.
@@ -178,6 +181,7 @@ pub(super) async fn audit_rows_round_trip_with_the_same_identity_columns_as_the_
         approval: None,
         decided_by: None,
         approval_reason: None,
+        detail: None,
         status: CallStatus::Abandoned,
         ..row.clone()
     };

@@ -327,6 +327,11 @@ pub struct ToolError {
     pub message: String,
     /// Host-only metadata, never shown to the model.
     pub metadata: Option<Value>,
+    /// Host-only: the failure's full text for the operator (e.g. the
+    /// exception a tool raised, whose text may hold a secret), recorded in
+    /// the call's audit row ([`AuditRecord::detail`](super::AuditRecord::detail))
+    /// and never shown to the model; `None` by default.
+    pub detail: Option<String>,
     /// Set by [`ToolError::around`]: the code the turn records.
     around: Option<Code>,
 }
@@ -334,7 +339,7 @@ pub struct ToolError {
 impl ToolError {
     /// A tool error with `code` and `message`.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        ToolError { code: code.into(), message: message.into(), metadata: None, around: None }
+        ToolError { code: code.into(), message: message.into(), metadata: None, detail: None, around: None }
     }
 
     /// A failure the tool reports whose code and message come from
@@ -365,6 +370,13 @@ impl ToolError {
     /// Adds host-only metadata.
     pub fn with_metadata(mut self, metadata: Value) -> Self {
         self.metadata = Some(metadata);
+        self
+    }
+
+    /// Adds the failure's full text for the audit row
+    /// ([`ToolError::detail`]); the model gets only [`ToolError::message`].
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
         self
     }
 }

@@ -15,8 +15,10 @@ use postgres::{Client, GenericClient, Row, Statement};
 /// carry a newer version is refused (an older build must not write tables it
 /// does not know).
 /// Version 2 added `tether_turns` (turn ids claimed at open) and the audit
-/// column `approval_reason`; [`MIGRATIONS`] brings version 1 tables up.
-pub(super) const SCHEMA_VERSION: i32 = 2;
+/// column `approval_reason`; version 3 the audit column `detail` (a
+/// failure's full text for the operator). [`MIGRATIONS`] brings older
+/// tables up.
+pub(super) const SCHEMA_VERSION: i32 = 3;
 
 /// The identity columns' declarations, the same in both tables, in the order
 /// of `identity_columns!`.
@@ -54,6 +56,7 @@ CREATE TABLE IF NOT EXISTS tether_audit (
     approval TEXT,
     decided_by TEXT,
     approval_reason TEXT,
+    detail TEXT,
     status TEXT NOT NULL,
     started_at_ms BIGINT NOT NULL,
     finished_at_ms BIGINT NOT NULL,
@@ -77,13 +80,18 @@ CREATE TABLE IF NOT EXISTS tether_ledger (
 
 /// What brings tables of version `N` to `N + 1`: `MIGRATIONS[N - 1]`, run
 /// under the schema lock in the transaction that records the new version.
-const MIGRATIONS: [&str; 1] = ["
+const MIGRATIONS: [&str; 2] = [
+    "
 CREATE TABLE IF NOT EXISTS tether_turns (
     turn_id TEXT PRIMARY KEY,
     opened_at_ms BIGINT NOT NULL
 );
 ALTER TABLE tether_audit ADD COLUMN IF NOT EXISTS approval_reason TEXT;
-"];
+",
+    "
+ALTER TABLE tether_audit ADD COLUMN IF NOT EXISTS detail TEXT;
+",
+];
 
 /// One lock per schema (the tables' namespace), held while the tables are
 /// checked and created: two backends starting at once do not race on
@@ -110,8 +118,8 @@ const SESSION: &str = "SET lock_timeout = '10s'";
 const INSERT_AUDIT: &str = concat!(
     "INSERT INTO tether_audit (",
     identity_columns!(),
-    ", step, code, approval, decided_by, approval_reason, status, started_at_ms, finished_at_ms, duration_us)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+    ", step, code, approval, decided_by, approval_reason, detail, status, started_at_ms, finished_at_ms, duration_us)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
 );
 /// Whether rows of turn `$1` are there (a turn built without a claim).
 const TURN_HAS_ROWS: &str = "SELECT EXISTS (SELECT 1 FROM tether_audit WHERE turn_id = $1)
@@ -140,7 +148,7 @@ const SETTLE: &str = "UPDATE tether_ledger SET state = 'settled', settled_at_ms 
 const SELECT_AUDIT: &str = concat!(
     "SELECT ",
     identity_columns!(),
-    ", step, code, approval, decided_by, approval_reason, status, started_at_ms, finished_at_ms, duration_us
+    ", step, code, approval, decided_by, approval_reason, detail, status, started_at_ms, finished_at_ms, duration_us
      FROM tether_audit WHERE turn_id = $1 ORDER BY id"
 );
 const SELECT_LEDGER: &str = concat!(
@@ -302,12 +310,13 @@ impl Statements {
         let depth = i64::from(r.call.depth);
         let (step, approval, status) =
             (r.step.map(Step::as_str), r.approval.map(ApprovalVerdict::as_str), r.status.as_str());
-        let rest: [&(dyn ToSql + Sync); 9] = [
+        let rest: [&(dyn ToSql + Sync); 10] = [
             &step,
             &r.code,
             &approval,
             &r.decided_by,
             &r.approval_reason,
+            &r.detail,
             &status,
             &r.started_at_ms,
             &r.finished_at_ms,
@@ -372,10 +381,11 @@ impl Statements {
                     approval: approval.and_then(ApprovalVerdict::parse),
                     decided_by: row.try_get(n + 3)?,
                     approval_reason: row.try_get(n + 4)?,
-                    status: CallStatus::from_stored(row.try_get(n + 5)?),
-                    started_at_ms: row.try_get(n + 6)?,
-                    finished_at_ms: row.try_get(n + 7)?,
-                    duration_us: row.try_get(n + 8)?,
+                    detail: row.try_get(n + 5)?,
+                    status: CallStatus::from_stored(row.try_get(n + 6)?),
+                    started_at_ms: row.try_get(n + 7)?,
+                    finished_at_ms: row.try_get(n + 8)?,
+                    duration_us: row.try_get(n + 9)?,
                 })
             })
             .collect()

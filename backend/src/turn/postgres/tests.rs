@@ -152,7 +152,8 @@ async fn tables_of_a_newer_schema_version_are_refused_with_what_to_do() {
     let refused = store.ready().await.unwrap_err();
     let text = refused.to_string();
     assert!(matches!(refused, StoreError::Open { .. }), "{refused:?}");
-    assert!(text.contains("schema version `3`") && text.contains("upgrade this backend"), "{text}");
+    let newer = format!("schema version `{}`", schema::SCHEMA_VERSION + 1);
+    assert!(text.contains(&newer) && text.contains("upgrade this backend"), "{text}");
     assert!(matches!(store.ledger_started(entry("p/1"), ToolReplay::Never).await, Err(StoreError::Open { .. })));
 }
 
@@ -160,14 +161,46 @@ async fn tables_of_a_newer_schema_version_are_refused_with_what_to_do() {
 async fn tables_of_version_1_are_brought_up_to_date() {
     let h = PostgresHarness::new().await;
     PostgresAuditStore::new(&h.url).unwrap().ready().await.unwrap();
-    // Version 1: no `tether_turns`, no `approval_reason`; a turn with rows.
+    // Version 1: no `tether_turns`, no `approval_reason`, no `detail`; a turn with rows.
     h.client
         .batch_execute(
-            "DROP TABLE tether_turns; ALTER TABLE tether_audit DROP COLUMN approval_reason;
+            "DROP TABLE tether_turns;
+             ALTER TABLE tether_audit DROP COLUMN approval_reason, DROP COLUMN detail;
              UPDATE tether_schema SET version = 1",
         )
         .await
         .unwrap();
+    old_row(&h).await;
+    let store = PostgresAuditStore::new(&h.url).unwrap();
+    store.ready().await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), schema::SCHEMA_VERSION);
+    let old = &store.audit_log("t-old").await.unwrap()[0];
+    assert_eq!((&old.approval_reason, &old.detail), (&None, &None));
+    store.enqueue(StoreWrite::Audit(record("c1"))).await.unwrap().await.unwrap();
+    assert_eq!(store.audit_log("t1").await.unwrap(), vec![record("c1")], "the reason and detail are stored");
+    assert!(matches!(store.claim_turn("t-old", 1).await, Err(StoreError::TurnTaken { .. })));
+    store.claim_turn("t-new", 1).await.unwrap();
+}
+
+#[tokio::test]
+async fn tables_of_version_2_get_the_detail_column() {
+    let h = PostgresHarness::new().await;
+    PostgresAuditStore::new(&h.url).unwrap().ready().await.unwrap();
+    h.client
+        .batch_execute("ALTER TABLE tether_audit DROP COLUMN detail; UPDATE tether_schema SET version = 2")
+        .await
+        .unwrap();
+    old_row(&h).await;
+    let store = PostgresAuditStore::new(&h.url).unwrap();
+    store.ready().await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), schema::SCHEMA_VERSION);
+    assert_eq!(store.audit_log("t-old").await.unwrap()[0].detail, None);
+    store.enqueue(StoreWrite::Audit(record("c1"))).await.unwrap().await.unwrap();
+    assert_eq!(store.audit_log("t1").await.unwrap(), vec![record("c1")], "the detail is stored");
+}
+
+/// A row of turn `t-old` written with only the columns of version 1.
+async fn old_row(h: &PostgresHarness) {
     h.client
         .execute(
             concat!(
@@ -180,14 +213,6 @@ async fn tables_of_version_1_are_brought_up_to_date() {
         )
         .await
         .unwrap();
-    let store = PostgresAuditStore::new(&h.url).unwrap();
-    store.ready().await.unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), schema::SCHEMA_VERSION);
-    assert_eq!(store.audit_log("t-old").await.unwrap()[0].approval_reason, None);
-    store.enqueue(StoreWrite::Audit(record("c1"))).await.unwrap().await.unwrap();
-    assert_eq!(store.audit_log("t1").await.unwrap(), vec![record("c1")], "the reason is stored");
-    assert!(matches!(store.claim_turn("t-old", 1).await, Err(StoreError::TurnTaken { .. })));
-    store.claim_turn("t-new", 1).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS audit (
     approval TEXT,
     decided_by TEXT,
     approval_reason TEXT,
+    detail TEXT,
     status TEXT NOT NULL,
     started_at_ms INTEGER NOT NULL,
     finished_at_ms INTEGER NOT NULL,
@@ -67,9 +68,10 @@ CREATE TABLE IF NOT EXISTS ledger (
 
 /// Columns added since the first schema, added to an older file when it is
 /// opened: `(table, column, declaration)`.
-const ADDED_COLUMNS: [(&str, &str, &str); 4] = [
+const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
     ("audit", "depth", "INTEGER NOT NULL DEFAULT 0"),
     ("audit", "approval_reason", "TEXT"),
+    ("audit", "detail", "TEXT"),
     ("ledger", "depth", "INTEGER NOT NULL DEFAULT 0"),
     ("ledger", "args_truncated", "INTEGER NOT NULL DEFAULT 0"),
 ];
@@ -77,8 +79,8 @@ const ADDED_COLUMNS: [(&str, &str, &str); 4] = [
 const INSERT_AUDIT: &str = concat!(
     "INSERT INTO audit (",
     identity_columns!(),
-    ", step, code, approval, decided_by, approval_reason, status, started_at_ms, finished_at_ms, duration_us)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ", step, code, approval, decided_by, approval_reason, detail, status, started_at_ms, finished_at_ms, duration_us)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 );
 const INSERT_STARTED: &str = concat!(
     "INSERT INTO ledger (",
@@ -100,7 +102,7 @@ const SETTLE: &str =
 const SELECT_AUDIT: &str = concat!(
     "SELECT ",
     identity_columns!(),
-    ", step, code, approval, decided_by, approval_reason, status, started_at_ms, finished_at_ms, duration_us
+    ", step, code, approval, decided_by, approval_reason, detail, status, started_at_ms, finished_at_ms, duration_us
      FROM audit WHERE turn_id = ?1 ORDER BY id"
 );
 const SELECT_LEDGER: &str = concat!(
@@ -191,12 +193,13 @@ fn identity_from(row: &Row<'_>) -> rusqlite::Result<CallIdentity> {
 pub(super) fn insert_audit(c: &Connection, r: &AuditRecord) -> rusqlite::Result<()> {
     let (step, approval, status) =
         (r.step.map(Step::as_str), r.approval.map(ApprovalVerdict::as_str), r.status.as_str());
-    let rest: [&dyn ToSql; 9] = [
+    let rest: [&dyn ToSql; 10] = [
         &step,
         &r.code,
         &approval,
         &r.decided_by,
         &r.approval_reason,
+        &r.detail,
         &status,
         &r.started_at_ms,
         &r.finished_at_ms,
@@ -257,7 +260,7 @@ pub(super) fn audit_rows(c: &Connection, turn_id: &str) -> rusqlite::Result<Vec<
         let n = IDENTITY_COLUMNS;
         let step: Option<String> = row.get(n)?;
         let approval: Option<String> = row.get(n + 2)?;
-        let status: String = row.get(n + 5)?;
+        let status: String = row.get(n + 6)?;
         Ok(AuditRecord {
             call: identity_from(row)?,
             step: step.as_deref().and_then(Step::parse),
@@ -265,10 +268,11 @@ pub(super) fn audit_rows(c: &Connection, turn_id: &str) -> rusqlite::Result<Vec<
             approval: approval.as_deref().and_then(ApprovalVerdict::parse),
             decided_by: row.get(n + 3)?,
             approval_reason: row.get(n + 4)?,
+            detail: row.get(n + 5)?,
             status: CallStatus::from_stored(&status),
-            started_at_ms: row.get(n + 6)?,
-            finished_at_ms: row.get(n + 7)?,
-            duration_us: row.get(n + 8)?,
+            started_at_ms: row.get(n + 7)?,
+            finished_at_ms: row.get(n + 8)?,
+            duration_us: row.get(n + 9)?,
         })
     })?;
     rows.collect()

@@ -105,8 +105,8 @@ async fn an_older_database_gets_the_new_columns() {
     assert_eq!((old[0].call.depth, old[0].call.args_truncated, old[0].state), (0, false, LedgerState::Started));
     store.ledger_started(entry("p/1"), ToolReplay::Never).await.unwrap();
     assert_eq!(store.ledger("t1").await.unwrap()[1], entry("p/1"));
-    // The approval's reason has a column, and turn ids can be claimed; the
-    // turn the older file holds rows of is taken.
+    // The approval's reason and the failure's detail have columns, and turn
+    // ids can be claimed; the turn the older file holds rows of is taken.
     store.enqueue(StoreWrite::Audit(record("c1"))).await.unwrap().await.unwrap();
     assert_eq!(store.audit_log("t1").await.unwrap(), vec![record("c1")]);
     assert!(matches!(store.claim_turn("t1", 1).await, Err(StoreError::TurnTaken { .. })));
