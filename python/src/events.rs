@@ -3,13 +3,20 @@
 //! no blocking on the call's path); one forwarding task per turn delivers
 //! them in order to `EventHub.deliver` of `tether/_turn.py`, on that loop,
 //! which calls the user's callback and feeds the async iterators.
+//!
+//! Nothing is lost at close: the sink counts what it queued and the task
+//! what it handed to a loop, and [`Forwarder::drained`] waits until every
+//! event queued before it was called is on its loop, ahead of whatever the
+//! awaiting task does next (`Turn.close` awaits it before the iterators end).
 
 use crate::caller;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_async_runtimes::TaskLocals;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tether_backend::turn::{EventSink, ToolEvent};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 type Queued = (ToolEvent, Option<TaskLocals>);
@@ -17,26 +24,58 @@ type Queued = (ToolEvent, Option<TaskLocals>);
 /// The turn's sink: queues events for the forwarding task.
 pub(crate) struct ChannelSink {
     sender: mpsc::UnboundedSender<Queued>,
+    queued: Arc<AtomicU64>,
 }
 
 impl EventSink for ChannelSink {
     fn emit(&self, event: &ToolEvent) {
+        // Counted before it is sent, so a drain started after `emit` waits for it.
+        self.queued.fetch_add(1, Ordering::SeqCst);
         // A closed channel means the turn's Python object is gone: nobody listens.
         let _ = self.sender.send((event.clone(), caller::current()));
     }
 }
 
+/// The forwarding task of one turn: aborted when dropped.
+pub(crate) struct Forwarder {
+    task: JoinHandle<()>,
+    queued: Arc<AtomicU64>,
+    handed: watch::Receiver<u64>,
+}
+
+impl Forwarder {
+    /// A future that resolves once every event queued so far has been handed
+    /// to its loop (or the forwarding task has ended, when nothing more will be).
+    pub(crate) fn drained(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let target = self.queued.load(Ordering::SeqCst);
+        let mut handed = self.handed.clone();
+        async move {
+            // An error means the task ended: what it did not hand over, it never will.
+            let _ = handed.wait_for(|handed| *handed >= target).await;
+        }
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// A sink and the task that delivers its events to `deliver` (a Python
 /// callable taking the event as JSON text). The task ends when the turn and
-/// its sink are dropped; the handle aborts it earlier.
-pub(crate) fn forward(deliver: Py<PyAny>) -> (ChannelSink, JoinHandle<()>) {
+/// its sink are dropped.
+pub(crate) fn forward(deliver: Py<PyAny>) -> (ChannelSink, Forwarder) {
     let (sender, mut receiver) = mpsc::unbounded_channel::<Queued>();
+    let queued = Arc::new(AtomicU64::new(0));
+    let (handed_tx, handed) = watch::channel(0u64);
     let runtime = pyo3_async_runtimes::tokio::get_runtime();
     let task = runtime.spawn(async move {
         let deliver = std::sync::Arc::new(deliver);
         let mut batch = Vec::new();
         while receiver.recv_many(&mut batch, 256).await > 0 {
             let events = std::mem::take(&mut batch);
+            let count = events.len() as u64;
             let deliver = deliver.clone();
             // Taking the GIL may wait: off the async workers.
             let delivered =
@@ -44,9 +83,10 @@ pub(crate) fn forward(deliver: Py<PyAny>) -> (ChannelSink, JoinHandle<()>) {
             if delivered.await.is_err() {
                 tracing::warn!("delivering call events to Python failed");
             }
+            handed_tx.send_modify(|handed| *handed += count);
         }
     });
-    (ChannelSink { sender }, task)
+    (ChannelSink { sender, queued: queued.clone() }, Forwarder { task, queued, handed })
 }
 
 fn deliver_all(py: Python<'_>, deliver: &Py<PyAny>, events: Vec<Queued>) {

@@ -9,19 +9,18 @@
 use crate::approver::PyApprover;
 use crate::awaitable::awaitable;
 use crate::error;
-use crate::events;
+use crate::events::{self, Forwarder};
 use crate::sidecar;
 use crate::tool::{PyToolExecutor, spec_from_json};
 use pyo3::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tether_backend::turn::{
     AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover, ScriptTool, StoreError, ToolSpec, Turn, TurnError,
     TurnLimits, new_turn_id,
 };
-use tokio::task::JoinHandle;
 
 /// The limits a Python turn may set (`Turn.open(limits=…)`); each maps to
 /// one [`TurnLimits`] field and has its default.
@@ -148,7 +147,7 @@ impl Plan {
             TurnError::Store(other) => error::store(other),
             other => error::config(other),
         })?;
-        Ok(NativeTurn { turn, forwarder: Mutex::new(forwarder) })
+        Ok(NativeTurn { turn, forwarder })
     }
 }
 
@@ -156,15 +155,8 @@ impl Plan {
 #[pyclass(module = "tether._native", name = "Turn", frozen)]
 pub(crate) struct NativeTurn {
     turn: Turn,
-    forwarder: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for NativeTurn {
-    fn drop(&mut self) {
-        if let Some(task) = self.forwarder.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            task.abort();
-        }
-    }
+    /// Delivers the turn's events to Python; dropped (and stopped) with it.
+    forwarder: Option<Forwarder>,
 }
 
 fn json_text(value: &Value) -> String {
@@ -268,6 +260,19 @@ impl NativeTurn {
     /// The tool list as the model sees it, as JSON text.
     fn tools_for_model(&self) -> String {
         json_text(&self.turn.tools_for_model().iter().map(crate::convert::listed).collect::<Value>())
+    }
+
+    /// Resolves once every call event emitted so far is on its loop, ahead
+    /// of what the awaiting task does next: `Turn.close` awaits it, so no
+    /// event is lost at close.
+    fn events_drained<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let drained = self.forwarder.as_ref().map(Forwarder::drained);
+        awaitable(py, async move {
+            if let Some(drained) = drained {
+                drained.await;
+            }
+            Ok(())
+        })
     }
 
     /// The turn's audit rows as JSON text, every row written so far

@@ -376,7 +376,9 @@ class Turn:
         on :meth:`execute` raises :class:`TurnClosed`."""
         self._closed = True
         await self._native.audit_log()
-        # Events queued before the commit are delivered before the iterators end.
+        # Every event emitted so far is on this loop, ahead of what follows:
+        # the callback and the iterators get them all before the iterators end.
+        await self._native.events_drained()
         await asyncio.sleep(0)
         self._hub.close()
 
