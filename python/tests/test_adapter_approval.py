@@ -267,3 +267,31 @@ async def test_a_closed_turn_runs_nothing_and_writes_no_row() -> None:
         await turn.run_script_tool()("wire(amount=3)")
     assert bank.wired == [1]
     assert [r.call_id for r in await turn.audit_log()] == ["c1"]
+
+
+async def test_a_tool_error_reaches_the_turn_through_the_sdks_default_failure_function() -> None:
+    from agents import function_tool
+
+    @function_tool  # the SDK's default failure_error_function would make this an `ok` text
+    def lookup(customer_id: str) -> Dict[str, Any]:
+        """Look a customer up."""
+        raise tether.ToolError("not_found", f"no customer `{customer_id}`")
+
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+    from openai import AsyncOpenAI
+    from tether.adapters.openai_agents import open_turn
+
+    set_tracing_disabled(True)
+    fake = FakeOpenAI([
+        tool_call("call_direct", "lookup", {"customer_id": "c9"}),
+        final_text(lambda messages: json.dumps(last_tool_result(messages))),
+    ])
+    with fake:
+        async with open_turn([lookup], tool_meta={"lookup": {"read_only": True}}) as turn_tools:
+            agent = Agent(name="crm", tools=turn_tools.tools, model=OpenAIChatCompletionsModel(
+                model="fake", openai_client=AsyncOpenAI(base_url=fake.base_url, api_key="k")))
+            await Runner.run(agent, "look up c9")
+            rows = await turn_tools.turn.audit_log()
+    direct = last_tool_result(fake.requests[1]["messages"])
+    assert direct["ok"] is False and direct["error"] == {"code": "not_found", "message": "no customer `c9`"}
+    assert [(r.tool, r.status, r.code) for r in rows] == [("lookup", "error", "not_found")]
