@@ -248,10 +248,24 @@ impl Drop for Flood {
     }
 }
 
-/// One `Watch` of readiness on `address` that gets its first answer.
+/// One `Watch` of readiness on `address` that gets its first answer, once
+/// the places a closed flood held are given back: the sidecar frees them when
+/// it notices the flood's connections closed, which a loaded machine may take
+/// a moment to do, so a refusal for the bound is retried (for at most 60 s).
 async fn watch_answers(address: &str) -> ServingStatus {
     let mut health = SidecarProcess::health_client(address).await;
-    let mut stream = health.watch(HealthCheckRequest { service: String::new() }).await.unwrap().into_inner();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut stream = loop {
+        match health.watch(HealthCheckRequest { service: String::new() }).await {
+            Ok(response) => break response.into_inner(),
+            Err(status)
+                if status.code() == tonic::Code::ResourceExhausted && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(status) => panic!("no `Watch` place was given back within 60 s: {status}"),
+        }
+    };
     let first = stream.message().await.unwrap().unwrap();
     ServingStatus::try_from(first.status).unwrap()
 }
