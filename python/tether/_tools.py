@@ -109,17 +109,22 @@ def schema_from_signature(function: Callable[..., Any]) -> Tuple[Dict[str, Any],
     return schema, lambda args: dict(model.model_validate(args))
 
 
-def _name_of(function: Callable[..., Any]) -> str:
-    """The function's name; a ``functools.partial`` is named by its function."""
+def _unwrapped(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The function a ``functools.partial`` (however nested) wraps, else ``function``."""
     while isinstance(function, functools.partial):
         function = function.func
+    return function
+
+
+def _name_of(function: Callable[..., Any]) -> str:
+    """The function's name; a ``functools.partial`` is named by its function."""
+    function = _unwrapped(function)
     return str(getattr(function, "__name__", type(function).__name__))
 
 
 def _type_hints(function: Callable[..., Any], include_extras: bool = False) -> Dict[str, Any]:
     """The type hints of ``function`` (of the function a ``functools.partial`` wraps)."""
-    while isinstance(function, functools.partial):
-        function = function.func
+    function = _unwrapped(function)
     target = function if inspect.isroutine(function) or inspect.isclass(function) else type(function).__call__
     return typing.get_type_hints(target, include_extras=include_extras)
 
@@ -337,6 +342,4 @@ def make_tool(
 
 def _doc_of(function: Callable[..., Any]) -> str:
     """The docstring; a ``functools.partial``'s is its function's."""
-    while isinstance(function, functools.partial):
-        function = function.func
-    return function.__doc__ or ""
+    return _unwrapped(function).__doc__ or ""
