@@ -13,16 +13,13 @@
 //! a response document the guest reads back to exactly one result per call,
 //! each the value the backend sent or the failure the contract names.
 
-#![no_main]
-
+use crate::json::Json;
 use arbitrary::Arbitrary;
-use libfuzzer_sys::fuzz_target;
 use prost::Message;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use tether_codes::Reason;
-use tether_fuzz::Json;
 use tether_guest::wire::{self, CallBatch, CallRequest, CallResult, CallResults, Failure};
 use tether_proto::pb::{self, backend_message, sidecar_message, tool_result};
 use tether_sidecar::fuzzing::{CallPath, InboundEnd, Limits};
@@ -93,7 +90,10 @@ struct Push {
     calls_read: usize,
 }
 
-fuzz_target!(|input: Input| {
+/// Checks one input: `data` decoded as libFuzzer decodes it for this target
+/// (`crate::decode`); bytes that decode to no input are skipped.
+pub fn check(data: &[u8]) {
+    let Some(input) = crate::decode::<Input>(data) else { return };
     let limits = Limits {
         parent_call_id: PARENT.to_owned(),
         max_calls: u32::from(input.max_calls % 12),
@@ -102,8 +102,8 @@ fuzz_target!(|input: Input| {
     };
     let requests: Vec<Vec<u8>> = input.batches.iter().map(request).collect();
     let observed = exchange(limits.clone(), &requests, input.answers);
-    check(&limits, &requests, &observed);
-});
+    against_contract(&limits, &requests, &observed);
+}
 
 fn request(batch: &Batch) -> Vec<u8> {
     match batch {
@@ -195,7 +195,7 @@ fn exchange(limits: Limits, requests: &[Vec<u8>], answers: Vec<Answer>) -> Obser
 }
 
 fn respond(id: &str, answer: Answer) -> Pushed {
-    let result = |id: &str, outcome| pb::ToolResult { id: id.to_owned(), outcome, ..Default::default() };
+    let result = |id: &str, outcome| pb::ToolResult { id: id.to_owned(), outcome };
     let message = |kind| Ok(pb::BackendMessage { kind: Some(kind) });
     let value = |json: Json| Some(tool_result::Outcome::ValueJson(json.0.to_string()));
     match answer {
@@ -204,7 +204,7 @@ fn respond(id: &str, answer: Answer) -> Pushed {
             vec![message(backend_message::Kind::ToolResult(result(id, Some(tool_result::Outcome::ValueJson(text)))))]
         }
         Answer::Failure(code, message_text) => {
-            let failure = pb::Failure { code, message: message_text, ..Default::default() };
+            let failure = pb::Failure { code, message: message_text };
             vec![message(backend_message::Kind::ToolResult(result(id, Some(tool_result::Outcome::Failure(failure)))))]
         }
         Answer::NoOutcome => vec![message(backend_message::Kind::ToolResult(result(id, None)))],
@@ -215,7 +215,7 @@ fn respond(id: &str, answer: Answer) -> Pushed {
         Answer::OtherId(other, json) => vec![message(backend_message::Kind::ToolResult(result(&other, value(json))))],
         Answer::Silence => vec![],
         Answer::Cancel(reason) => {
-            vec![message(backend_message::Kind::Cancel(pb::Cancel { reason, ..Default::default() }))]
+            vec![message(backend_message::Kind::Cancel(pb::Cancel { reason }))]
         }
         Answer::Start => vec![message(backend_message::Kind::Start(pb::Start::default()))],
         Answer::Empty => vec![Ok(pb::BackendMessage { kind: None })],
@@ -288,11 +288,7 @@ fn model(limits: &Limits, requests: &[Vec<u8>]) -> Model {
                 })),
                 (Err(failure), Some(id)) => model.sent.push(sidecar_message::Kind::CallRefused(pb::CallRefused {
                     id: id.clone(),
-                    failure: Some(pb::Failure {
-                        code: failure.code.clone(),
-                        message: failure.message.clone(),
-                        ..Default::default()
-                    }),
+                    failure: Some(pb::Failure { code: failure.code.clone(), message: failure.message.clone() }),
                     batch: number,
                     ..Default::default()
                 })),
@@ -365,7 +361,7 @@ fn expected_result(tool: &str, result: &pb::ToolResult, limit: u64) -> Result<Ca
     }
 }
 
-fn check(limits: &Limits, requests: &[Vec<u8>], observed: &Observed) {
+fn against_contract(limits: &Limits, requests: &[Vec<u8>], observed: &Observed) {
     let model = model(limits, requests);
     let sent = strip(&observed.sent);
     assert!(

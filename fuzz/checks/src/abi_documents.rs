@@ -9,15 +9,12 @@
 //!   written again, reads back equal (the hand-written `ok`/`error` forms
 //!   of `CallResult` and `Outcome` agree with themselves).
 
-#![no_main]
-
+use crate::json::Json;
 use arbitrary::Arbitrary;
-use libfuzzer_sys::fuzz_target;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use tether_codes::Reason;
-use tether_fuzz::Json;
 use tether_guest::wire::{self, CallBatch, CallResult, CallResults, Failure, Outcome, ScriptError, StartDoc};
 
 #[derive(Arbitrary, Debug)]
@@ -28,45 +25,52 @@ enum Input {
     Outcome(Result<Json, (String, String, u32)>),
 }
 
-fuzz_target!(|input: Input| match input {
-    Input::Response { document, count } => response(&document, usize::from(count)),
-    Input::Results { results, count } => {
-        let results: Vec<CallResult> = results
-            .into_iter()
-            .map(|r| match r {
-                Ok(json) => CallResult::Ok(json.0),
-                Err((code, message)) => CallResult::Err(Failure { code, message }),
-            })
-            .collect();
-        let document = serde_json::to_vec(&CallResults { results: results.clone() }).unwrap();
-        let count = usize::from(count);
-        let read = wire::read_results(&document, count);
-        assert_eq!(read.len(), count);
-        let shallow = results.iter().all(|r| !matches!(r, CallResult::Ok(v) if wire::depth(v) > wire::MAX_DEPTH));
-        if shallow {
-            // Every value the host hands over is at most `MAX_DEPTH` deep: the guest reads it all.
-            let shared = count.min(results.len());
-            assert_eq!(read[..shared], results[..shared]);
+/// Checks one input: `data` decoded as libFuzzer decodes it for this target
+/// (`crate::decode`); bytes that decode to no input are skipped.
+pub fn check(data: &[u8]) {
+    let Some(input) = crate::decode::<Input>(data) else { return };
+    match input {
+        Input::Response { document, count } => response(&document, usize::from(count)),
+        Input::Results { results, count } => {
+            let results: Vec<CallResult> = results
+                .into_iter()
+                .map(|r| match r {
+                    Ok(json) => CallResult::Ok(json.0),
+                    Err((code, message)) => CallResult::Err(Failure { code, message }),
+                })
+                .collect();
+            let document = serde_json::to_vec(&CallResults { results: results.clone() }).unwrap();
+            let count = usize::from(count);
+            let read = wire::read_results(&document, count);
+            assert_eq!(read.len(), count);
+            let shallow = results.iter().all(|r| !matches!(r, CallResult::Ok(v) if wire::depth(v) > wire::MAX_DEPTH));
+            if shallow {
+                // Every value the host hands over is at most `MAX_DEPTH` deep: the guest reads it all.
+                let shared = count.min(results.len());
+                assert_eq!(read[..shared], results[..shared]);
+            }
+            response(&document, count);
         }
-        response(&document, count);
-    }
-    Input::Document(bytes) => {
-        round_trip::<CallBatch>(&bytes);
-        round_trip::<CallResults>(&bytes);
-        round_trip::<Outcome>(&bytes);
-        round_trip::<StartDoc>(&bytes);
-    }
-    Input::Outcome(outcome) => {
-        let outcome = match outcome {
-            Ok(json) => Outcome::Ok(json.0),
-            Err((kind, message, line)) => Outcome::Err(ScriptError { kind, message, line, ..ScriptError::default() }),
-        };
-        let bytes = serde_json::to_vec(&outcome).unwrap();
-        if let Ok(read) = serde_json::from_slice::<Outcome>(&bytes) {
-            assert_eq!(read, outcome);
+        Input::Document(bytes) => {
+            round_trip::<CallBatch>(&bytes);
+            round_trip::<CallResults>(&bytes);
+            round_trip::<Outcome>(&bytes);
+            round_trip::<StartDoc>(&bytes);
+        }
+        Input::Outcome(outcome) => {
+            let outcome = match outcome {
+                Ok(json) => Outcome::Ok(json.0),
+                Err((kind, message, line)) => {
+                    Outcome::Err(ScriptError { kind, message, line, ..ScriptError::default() })
+                }
+            };
+            let bytes = serde_json::to_vec(&outcome).unwrap();
+            if let Ok(read) = serde_json::from_slice::<Outcome>(&bytes) {
+                assert_eq!(read, outcome);
+            }
         }
     }
-});
+}
 
 /// The guest's reading of `document` against the contract.
 fn response(document: &[u8], count: usize) {

@@ -1,4 +1,4 @@
-//! What the fuzz targets share: arbitrary JSON values.
+//! Arbitrary JSON values, shared by the checks that take JSON.
 
 use arbitrary::{Arbitrary, Unstructured};
 use serde_json::{Map, Number, Value};

@@ -3,15 +3,13 @@
 //! (and, for a syntax error, a line and column inside the text) — never a
 //! panic. A configuration that loads has only usable, unique tool names.
 
-#![no_main]
-
-use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 use tether_backend::tools::{Config, Vars};
 
 const FILE: &str = "/etc/tether/tether.toml";
 
-fuzz_target!(|data: &[u8]| {
+/// Checks one input: any bytes, read as the fuzzer gives them.
+pub fn check(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let vars = Vars::default().set("TOKEN", "secret").set("DB", "demo.db");
     match Config::parse(text, Path::new(FILE), &vars) {
@@ -42,4 +40,4 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-});
+}

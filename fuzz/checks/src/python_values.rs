@@ -11,15 +11,12 @@
 //!   `json.dumps` error for the first value that has no JSON form; never a
 //!   panic.
 
-#![no_main]
-
+use crate::json::Json;
 use arbitrary::Arbitrary;
-use libfuzzer_sys::fuzz_target;
 use monty_types::{ExcType, MontyObject};
 use num_bigint::BigInt;
 use serde_json::{Map, Number, Value, json};
 use std::mem::discriminant;
-use tether_fuzz::Json;
 use tether_guest::wire::{self, CallBatch, CallRequest, CallResult};
 use tether_python::convert::{self, ConvertError, MAX_DEPTH};
 
@@ -51,35 +48,40 @@ enum Py {
     Nested(u8, Box<Py>),
 }
 
-fuzz_target!(|input: Input| match input {
-    Input::Json(json) => json_round_trip(&json.0),
-    Input::Text(bytes) => {
-        if let Ok(value) = serde_json::from_slice::<Value>(&bytes) {
-            json_round_trip(&value);
-        }
-    }
-    Input::Python(py) => {
-        let object = py.object();
-        let got = convert::to_json(object.as_ref());
-        let want = json_dumps(&py, 0);
-        match (&got, &want) {
-            (Ok(got), Ok(want)) => assert_eq!(got, want),
-            (Err(got), Err(want)) => {
-                assert_eq!(discriminant(got), discriminant(want), "{got:?} vs {want:?}");
-                let expected_type = match got {
-                    ConvertError::NotSerializable(_) | ConvertError::InvalidKey(_) => ExcType::TypeError,
-                    _ => ExcType::ValueError,
-                };
-                assert_eq!(got.exc_type(), expected_type);
+/// Checks one input: `data` decoded as libFuzzer decodes it for this target
+/// (`crate::decode`); bytes that decode to no input are skipped.
+pub fn check(data: &[u8]) {
+    let Some(input) = crate::decode::<Input>(data) else { return };
+    match input {
+        Input::Json(json) => json_round_trip(&json.0),
+        Input::Text(bytes) => {
+            if let Ok(value) = serde_json::from_slice::<Value>(&bytes) {
+                json_round_trip(&value);
             }
-            _ => panic!("convert::to_json gave {got:?}, json.dumps semantics give {want:?}"),
         }
-        if let Ok(value) = got {
-            // What a script can send, it can send again unchanged.
-            json_round_trip(&value);
+        Input::Python(py) => {
+            let object = py.object();
+            let got = convert::to_json(object.as_ref());
+            let want = json_dumps(&py, 0);
+            match (&got, &want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want),
+                (Err(got), Err(want)) => {
+                    assert_eq!(discriminant(got), discriminant(want), "{got:?} vs {want:?}");
+                    let expected_type = match got {
+                        ConvertError::NotSerializable(_) | ConvertError::InvalidKey(_) => ExcType::TypeError,
+                        _ => ExcType::ValueError,
+                    };
+                    assert_eq!(got.exc_type(), expected_type);
+                }
+                _ => panic!("convert::to_json gave {got:?}, json.dumps semantics give {want:?}"),
+            }
+            if let Ok(value) = got {
+                // What a script can send, it can send again unchanged.
+                json_round_trip(&value);
+            }
         }
     }
-});
+}
 
 fn json_round_trip(value: &Value) {
     let object = convert::from_json(value);
