@@ -5,6 +5,7 @@
 //! guest with a trap: a guest never sees a half-answered call.
 
 use crate::wire::{CallBatch, CallRequest, CallResult, Outcome, StartDoc};
+use serde::Serialize;
 use serde_json::Value;
 
 #[link(wasm_import_module = "tether_v1")]
@@ -56,14 +57,21 @@ pub fn call(name: &str, args: Value) -> CallResult {
 /// Returns one result per request, in order.
 pub fn call_batch(calls: Vec<CallRequest>) -> Vec<CallResult> {
     let count = calls.len();
-    let request = match serde_json::to_vec(&CallBatch { calls }) {
-        Ok(bytes) => bytes,
-        Err(error) => panic!("a call batch always serializes: {error}"),
-    };
+    let request = document(&CallBatch { calls });
     // SAFETY: `request` is valid for `len` reads for the duration of the call.
     let len = unsafe { tether_call(request.as_ptr(), request.len() as u32) };
     // An unreadable answer fails these calls, not the whole run.
     crate::wire::read_results(&take_response(len), count)
+}
+
+/// `doc` as the JSON a host import takes: a [`CallBatch`] or an [`Outcome`].
+#[allow(
+    clippy::expect_used,
+    reason = "serde_json fails only on a map key that is not a string or a `Serialize` impl that fails; \
+              a call batch and an outcome hold strings, numbers and `Value`s (whose keys are strings)"
+)]
+fn document(doc: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(doc).expect("a `tether_v1` document always serializes")
 }
 
 fn missing_result() -> crate::Failure {
@@ -72,10 +80,7 @@ fn missing_result() -> crate::Failure {
 
 /// Reports how the script ended. Call it once, then return from `main`.
 pub fn finish(outcome: &Outcome) {
-    let bytes = match serde_json::to_vec(outcome) {
-        Ok(bytes) => bytes,
-        Err(error) => panic!("an outcome always serializes: {error}"),
-    };
+    let bytes = document(outcome);
     // SAFETY: `bytes` is valid for `len` reads for the duration of the call.
     unsafe { tether_finish(bytes.as_ptr(), bytes.len() as u32) }
 }

@@ -167,33 +167,22 @@ impl From<&tether_codes::Reason> for Failure {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct CallResultWire {
-    ok: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    value: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    error: Option<Failure>,
-}
-
 impl Serialize for CallResult {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let wire = match self {
-            CallResult::Ok(value) => CallResultWire { ok: true, value: Some(value.clone()), error: None },
-            CallResult::Err(failure) => CallResultWire { ok: false, value: None, error: Some(failure.clone()) },
+        let result = match self {
+            CallResult::Ok(value) => Ok(value),
+            CallResult::Err(failure) => Err(failure),
         };
-        wire.serialize(serializer)
+        OkOrError::borrowing(result).serialize(serializer)
     }
 }
 
 impl<'de> Deserialize<'de> for CallResult {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let wire = CallResultWire::deserialize(deserializer)?;
-        match (wire.ok, wire.error) {
-            (true, _) => Ok(CallResult::Ok(wire.value.unwrap_or(Value::Null))),
-            (false, Some(failure)) => Ok(CallResult::Err(failure)),
-            (false, None) => Err(serde::de::Error::custom("a failed call result needs `error`")),
-        }
+        Ok(match OkOrError::read(deserializer, "call result")? {
+            Ok(value) => CallResult::Ok(value),
+            Err(failure) => CallResult::Err(failure),
+        })
     }
 }
 
@@ -248,32 +237,64 @@ pub struct ScriptError {
     pub limit: String,
 }
 
-#[derive(Serialize, Deserialize)]
-struct OutcomeWire {
-    ok: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    value: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    error: Option<ScriptError>,
-}
-
 impl Serialize for Outcome {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let wire = match self {
-            Outcome::Ok(value) => OutcomeWire { ok: true, value: Some(value.clone()), error: None },
-            Outcome::Err(error) => OutcomeWire { ok: false, value: None, error: Some(error.clone()) },
+        let result = match self {
+            Outcome::Ok(value) => Ok(value),
+            Outcome::Err(error) => Err(error),
         };
-        wire.serialize(serializer)
+        OkOrError::borrowing(result).serialize(serializer)
     }
 }
 
 impl<'de> Deserialize<'de> for Outcome {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let wire = OutcomeWire::deserialize(deserializer)?;
+        Ok(match OkOrError::read(deserializer, "outcome")? {
+            Ok(value) => Outcome::Ok(value),
+            Err(error) => Outcome::Err(error),
+        })
+    }
+}
+
+/// The one wire form of a value or an error, [`CallResult`]'s and
+/// [`Outcome`]'s: `{"ok": true, "value": …}` or `{"ok": false, "error": …}`.
+/// Serialized from borrows (`V`, `E` are references), so a large value is not
+/// copied to be written.
+#[derive(Serialize, Deserialize)]
+// Without this, `default` on the fields would ask `V` and `E` for `Default`.
+#[serde(bound(deserialize = "V: Deserialize<'de>, E: Deserialize<'de>"))]
+struct OkOrError<V, E> {
+    ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    value: Option<V>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<E>,
+}
+
+impl<'a, E> OkOrError<&'a Value, &'a E> {
+    /// The form that writes `result`.
+    fn borrowing(result: Result<&'a Value, &'a E>) -> Self {
+        match result {
+            Ok(value) => OkOrError { ok: true, value: Some(value), error: None },
+            Err(error) => OkOrError { ok: false, value: None, error: Some(error) },
+        }
+    }
+}
+
+impl<E> OkOrError<Value, E> {
+    /// Reads the form: with `"ok": true` the value (`null` when absent; an
+    /// `error` beside it must read, and is dropped), with `"ok": false` the
+    /// error, which must be there. `what` names the document in that error.
+    fn read<'de, D>(deserializer: D, what: &str) -> Result<Result<Value, E>, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+        E: Deserialize<'de>,
+    {
+        let wire = OkOrError::<Value, E>::deserialize(deserializer)?;
         match (wire.ok, wire.error) {
-            (true, _) => Ok(Outcome::Ok(wire.value.unwrap_or(Value::Null))),
-            (false, Some(error)) => Ok(Outcome::Err(error)),
-            (false, None) => Err(serde::de::Error::custom("a failed outcome needs `error`")),
+            (true, _) => Ok(Ok(wire.value.unwrap_or(Value::Null))),
+            (false, Some(error)) => Ok(Err(error)),
+            (false, None) => Err(serde::de::Error::custom(format_args!("a failed {what} needs `error`"))),
         }
     }
 }
@@ -291,6 +312,19 @@ mod tests {
         let wire = serde_json::to_value(&err).unwrap();
         assert_eq!(wire, json!({"ok": false, "error": {"code": "policy_denied", "message": "no"}}));
         assert_eq!(serde_json::from_value::<CallResult>(wire).unwrap(), err);
+    }
+
+    #[test]
+    fn outcome_wire_shape() {
+        let ok = Outcome::Ok(json!([1, "two"]));
+        assert_eq!(serde_json::to_value(&ok).unwrap(), json!({"ok": true, "value": [1, "two"]}));
+        let null = serde_json::to_value(Outcome::Ok(Value::Null)).unwrap();
+        assert_eq!(null, json!({"ok": true, "value": null}));
+        assert_eq!(serde_json::from_value::<Outcome>(json!({"ok": true})).unwrap(), Outcome::Ok(Value::Null));
+        let error = ScriptError { kind: "runtime_error".into(), message: "boom".into(), line: 3, ..Default::default() };
+        let wire = serde_json::to_value(Outcome::Err(error.clone())).unwrap();
+        assert_eq!(wire, json!({"ok": false, "error": {"kind": "runtime_error", "message": "boom", "line": 3}}));
+        assert_eq!(serde_json::from_value::<Outcome>(wire).unwrap(), Outcome::Err(error));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use monty_types::{
     CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult, OsPolicy, PrintWriter,
     ResourceLimits, ResourceTracker, SleepMode,
 };
-use tether_codes::RunErrorKind;
+use tether_codes::{Reason, RunErrorKind};
 use tether_guest::{CallRequest, CallResult, Failure, Outcome, ScriptError, StartDoc};
 
 use crate::{
@@ -247,7 +247,7 @@ impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<
 
     fn call_one(&mut self, request: CallRequest) -> MontyObject {
         let mut results = self.send(vec![request]);
-        results.pop().unwrap_or_else(|| call_result_to_object(&CallResult::Err(missing_result())))
+        results.pop().unwrap_or_else(|| call_result_to_object(&CallResult::Err(Failure::from(&Reason::MissingResult))))
     }
 
     /// Sends one batch, output first so the host sees it in order; returns
@@ -256,7 +256,7 @@ impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<
         self.printer.flush();
         let count = requests.len();
         let mut results = (self.call_batch)(requests);
-        results.resize_with(count, || CallResult::Err(missing_result()));
+        results.resize_with(count, || CallResult::Err(Failure::from(&Reason::MissingResult)));
         results.iter().map(call_result_to_object).collect()
     }
 
@@ -271,10 +271,6 @@ impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<
             carrier
         })
     }
-}
-
-fn missing_result() -> Failure {
-    Failure { code: "internal".into(), message: "the host returned no result for this call".into() }
 }
 
 /// The outcome of a script that completed with `result`.

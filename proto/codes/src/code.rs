@@ -1,122 +1,113 @@
 //! [`Code`]: the one list of call failure codes and their display names.
 
-use std::fmt;
+use crate::string_enum;
 
-/// Why a tool call produced no value: a refusal, a denial, a time-out, a
-/// cancellation, or a fault around the tool. Each has a stable machine code
-/// ([`Code::as_str`]) and a display name ([`Code::display_name`]), fixed here
-/// and nowhere else. A refused call carries the same code whether the model or
-/// a script issued it, and whether the sidecar or the turn refused it.
-///
-/// A tool that runs and reports its own failure is not a `Code`: it keeps the
-/// tool's own code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Code {
-    /// The turn was cancelled, or the run ended while the call waited.
-    Cancelled,
-    /// The turn's deadline passed.
-    TurnDeadlineExceeded,
-    /// The turn-wide tool-call cap is spent (calls in flight count).
-    ToolCallCapReached,
-    /// The call is nested deeper than the turn allows.
-    DepthLimitExceeded,
-    /// The script passed its per-script call cap (refused by the sidecar).
-    ScriptCallCapReached,
-    /// The script had too many calls refused; later calls are not evaluated.
-    RefusalCapReached,
-    /// Too many runs wait on tool results in the sidecar.
-    SidecarBusy,
-    /// No tool of that name is in the turn's list.
-    ToolNotFound,
-    /// The tool is deferred (listed by name only) and not activated yet.
-    ToolNotActivated,
-    /// The tool may not be called from a script (asks the user, runs on the
-    /// user's device, is the script tool, or is a meta tool).
-    NotCallableFromScript,
-    /// The arguments are not a JSON object, or do not match the tool's schema.
-    InvalidArguments,
-    /// The arguments are over the size limit.
-    ArgumentsTooLarge,
-    /// The administrator's policy blocks the call.
-    PolicyDenied,
-    /// The user's permissions block the call.
-    PermissionDenied,
-    /// An identical call already passed the pre-execution check in this turn.
-    RepeatedCall,
-    /// The turn's cap on approval-required calls is spent.
-    ApprovalCapReached,
-    /// The approver said no.
-    ApprovalDenied,
-    /// The approver did not answer within the approval wait limit.
-    ApprovalTimeout,
-    /// The effect ledger could not record `started`, so the tool was not run.
-    LedgerUnavailable,
-    /// The effect ledger already holds this call id; a tool with effects never
-    /// runs twice under one id.
-    ReplayedCall,
-    /// The tool ran past its own time limit.
-    ToolTimeout,
-    /// The tool failed: inside the host (its executor panicked), in what runs
-    /// it (an MCP server that is down or died, a command that could not
-    /// start), or it reported a failure with no code of its own (an MCP
-    /// `isError` result, an HTTP error status, a command's nonzero exit).
-    ToolFailed,
-    /// The tool ran, but its result is over the size limit: the effect
-    /// happened and the result was not handed back.
-    ResultTooLarge,
-    /// The tool ran, but its result cannot be handed back (not JSON, or nested
-    /// too deep).
-    InvalidResult,
-    /// The call was dropped because its parent settled first.
-    ParentSettled,
-    /// A fault in Tether itself (a guest runtime got no result for a call).
-    Internal,
+string_enum! {
+    /// Why a tool call produced no value: a refusal, a denial, a time-out, a
+    /// cancellation, or a fault around the tool. Each has a stable machine code
+    /// ([`Code::as_str`]) and a display name ([`Code::display_name`]), fixed here
+    /// and nowhere else. A refused call carries the same code whether the model or
+    /// a script issued it, and whether the sidecar or the turn refused it.
+    ///
+    /// A tool that runs and reports its own failure is not a `Code`: it keeps the
+    /// tool's own code.
+    ///
+    /// [`Code::ALL`] lists the codes in the order `docs/results.md` does.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Code {
+        /// The turn was cancelled, or the run ended while the call waited.
+        Cancelled => "cancelled",
+        /// The turn's deadline passed.
+        TurnDeadlineExceeded => "turn_deadline_exceeded",
+        /// The turn-wide tool-call cap is spent (calls in flight count).
+        ToolCallCapReached => "tool_call_cap_reached",
+        /// The call is nested deeper than the turn allows.
+        DepthLimitExceeded => "depth_limit_exceeded",
+        /// The script passed its per-script call cap (refused by the sidecar).
+        ScriptCallCapReached => "script_call_cap_reached",
+        /// The script had too many calls refused; later calls are not evaluated.
+        RefusalCapReached => "refusal_cap_reached",
+        /// Too many runs wait on tool results in the sidecar.
+        SidecarBusy => "sidecar_busy",
+        /// No tool of that name is in the turn's list.
+        ToolNotFound => "tool_not_found",
+        /// The tool is deferred (listed by name only) and not activated yet.
+        ToolNotActivated => "tool_not_activated",
+        /// The tool may not be called from a script (asks the user, runs on the
+        /// user's device, is the script tool, or is a meta tool).
+        NotCallableFromScript => "not_callable_from_script",
+        /// The arguments are not a JSON object, or do not match the tool's schema.
+        InvalidArguments => "invalid_arguments",
+        /// The arguments are over the size limit.
+        ArgumentsTooLarge => "arguments_too_large",
+        /// The administrator's policy blocks the call.
+        PolicyDenied => "policy_denied",
+        /// The user's permissions block the call.
+        PermissionDenied => "permission_denied",
+        /// An identical call already passed the pre-execution check in this turn.
+        RepeatedCall => "repeated_call",
+        /// The turn's cap on approval-required calls is spent.
+        ApprovalCapReached => "approval_cap_reached",
+        /// The approver said no.
+        ApprovalDenied => "approval_denied",
+        /// The approver did not answer within the approval wait limit.
+        ApprovalTimeout => "approval_timeout",
+        /// The effect ledger could not record `started`, so the tool was not run.
+        LedgerUnavailable => "ledger_unavailable",
+        /// The effect ledger already holds this call id; a tool with effects never
+        /// runs twice under one id.
+        ReplayedCall => "replayed_call",
+        /// The tool ran past its own time limit.
+        ToolTimeout => "tool_timeout",
+        /// The tool failed: inside the host (its executor panicked), in what runs
+        /// it (an MCP server that is down or died, a command that could not
+        /// start), or it reported a failure with no code of its own (an MCP
+        /// `isError` result, an HTTP error status, a command's nonzero exit).
+        ToolFailed => "tool_failed",
+        /// The tool ran, but its result is over the size limit: the effect
+        /// happened and the result was not handed back.
+        ResultTooLarge => "result_too_large",
+        /// The tool ran, but its result cannot be handed back (not JSON, or nested
+        /// too deep).
+        InvalidResult => "invalid_result",
+        /// The call was dropped because its parent settled first.
+        ParentSettled => "parent_settled",
+        /// A fault in Tether itself (a guest runtime got no result for a call).
+        Internal => "internal",
+    }
 }
 
 impl Code {
-    /// Every code, in the order the docs list them.
-    pub const ALL: [Code; 26] = [
-        Code::Cancelled,
-        Code::TurnDeadlineExceeded,
-        Code::ToolCallCapReached,
-        Code::DepthLimitExceeded,
-        Code::ScriptCallCapReached,
-        Code::RefusalCapReached,
-        Code::SidecarBusy,
-        Code::ToolNotFound,
-        Code::ToolNotActivated,
-        Code::NotCallableFromScript,
-        Code::InvalidArguments,
-        Code::ArgumentsTooLarge,
-        Code::PolicyDenied,
-        Code::PermissionDenied,
-        Code::RepeatedCall,
-        Code::ApprovalCapReached,
-        Code::ApprovalDenied,
-        Code::ApprovalTimeout,
-        Code::LedgerUnavailable,
-        Code::ReplayedCall,
-        Code::ToolTimeout,
-        Code::ToolFailed,
-        Code::ResultTooLarge,
-        Code::InvalidResult,
-        Code::ParentSettled,
-        Code::Internal,
-    ];
-
-    /// The stable machine code, e.g. `"policy_denied"`.
-    pub fn as_str(self) -> &'static str {
-        self.names().0
-    }
-
     /// The name shown to a person, e.g. `"Blocked by policy"`.
     pub fn display_name(self) -> &'static str {
-        self.names().1
-    }
-
-    /// The code named `code` by [`Code::as_str`], if any.
-    pub fn parse(code: &str) -> Option<Code> {
-        Code::ALL.into_iter().find(|c| c.as_str() == code)
+        match self {
+            Code::Cancelled => "Cancelled",
+            Code::TurnDeadlineExceeded => "Turn deadline passed",
+            Code::ToolCallCapReached => "Tool call limit reached",
+            Code::DepthLimitExceeded => "Nested too deep",
+            Code::ScriptCallCapReached => "Script call limit reached",
+            Code::RefusalCapReached => "Too many refused calls",
+            Code::SidecarBusy => "Script sandbox busy",
+            Code::ToolNotFound => "Unknown tool",
+            Code::ToolNotActivated => "Tool not activated",
+            Code::NotCallableFromScript => "Not available in scripts",
+            Code::InvalidArguments => "Invalid arguments",
+            Code::ArgumentsTooLarge => "Arguments too large",
+            Code::PolicyDenied => "Blocked by policy",
+            Code::PermissionDenied => "Blocked by your permissions",
+            Code::RepeatedCall => "Repeated call refused",
+            Code::ApprovalCapReached => "Approval limit reached",
+            Code::ApprovalDenied => "Approval denied",
+            Code::ApprovalTimeout => "Approval timed out",
+            Code::LedgerUnavailable => "Effect ledger unavailable",
+            Code::ReplayedCall => "Replayed call refused",
+            Code::ToolTimeout => "Tool timed out",
+            Code::ToolFailed => "Tool failed",
+            Code::ResultTooLarge => "Result too large",
+            Code::InvalidResult => "Unreadable result",
+            Code::ParentSettled => "Stopped with its parent",
+            Code::Internal => "Internal error",
+        }
     }
 
     /// True when the tool ran (its effect may have happened) even though the
@@ -139,43 +130,6 @@ impl Code {
                 | Code::ApprovalCapReached
         )
     }
-
-    fn names(self) -> (&'static str, &'static str) {
-        match self {
-            Code::Cancelled => ("cancelled", "Cancelled"),
-            Code::TurnDeadlineExceeded => ("turn_deadline_exceeded", "Turn deadline passed"),
-            Code::ToolCallCapReached => ("tool_call_cap_reached", "Tool call limit reached"),
-            Code::DepthLimitExceeded => ("depth_limit_exceeded", "Nested too deep"),
-            Code::ScriptCallCapReached => ("script_call_cap_reached", "Script call limit reached"),
-            Code::RefusalCapReached => ("refusal_cap_reached", "Too many refused calls"),
-            Code::SidecarBusy => ("sidecar_busy", "Script sandbox busy"),
-            Code::ToolNotFound => ("tool_not_found", "Unknown tool"),
-            Code::ToolNotActivated => ("tool_not_activated", "Tool not activated"),
-            Code::NotCallableFromScript => ("not_callable_from_script", "Not available in scripts"),
-            Code::InvalidArguments => ("invalid_arguments", "Invalid arguments"),
-            Code::ArgumentsTooLarge => ("arguments_too_large", "Arguments too large"),
-            Code::PolicyDenied => ("policy_denied", "Blocked by policy"),
-            Code::PermissionDenied => ("permission_denied", "Blocked by your permissions"),
-            Code::RepeatedCall => ("repeated_call", "Repeated call refused"),
-            Code::ApprovalCapReached => ("approval_cap_reached", "Approval limit reached"),
-            Code::ApprovalDenied => ("approval_denied", "Approval denied"),
-            Code::ApprovalTimeout => ("approval_timeout", "Approval timed out"),
-            Code::LedgerUnavailable => ("ledger_unavailable", "Effect ledger unavailable"),
-            Code::ReplayedCall => ("replayed_call", "Replayed call refused"),
-            Code::ToolTimeout => ("tool_timeout", "Tool timed out"),
-            Code::ToolFailed => ("tool_failed", "Tool failed"),
-            Code::ResultTooLarge => ("result_too_large", "Result too large"),
-            Code::InvalidResult => ("invalid_result", "Unreadable result"),
-            Code::ParentSettled => ("parent_settled", "Stopped with its parent"),
-            Code::Internal => ("internal", "Internal error"),
-        }
-    }
-}
-
-impl fmt::Display for Code {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 #[cfg(test)]
@@ -194,6 +148,11 @@ mod tests {
             assert!(code.as_str().chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{code}");
         }
         assert_eq!(Code::parse("nope"), None);
+        assert_eq!("policy_denied".parse(), Ok(Code::PolicyDenied));
+        let error = "Policy_Denied".parse::<Code>().unwrap_err();
+        assert_eq!(error.name, "Policy_Denied");
+        assert_eq!(error.expected, Code::ALL.map(Code::as_str));
+        assert!(error.to_string().starts_with("unknown `Code` `Policy_Denied`: expected one of `cancelled`, "));
     }
 
     #[test]

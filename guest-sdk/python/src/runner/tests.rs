@@ -135,6 +135,28 @@ fn failures_are_values() {
 }
 
 #[test]
+fn a_call_the_host_left_unanswered_fails_with_missing_result() {
+    let source = "
+import asyncio
+
+async def main():
+    return await asyncio.gather(call_async('a'), call_async('b'))
+
+[call('c'), *(await main())]
+";
+    let mut printer = Printer::new(io::sink(), io::sink());
+    // The host answers only the first call of each batch.
+    let host = |calls: Vec<CallRequest>| calls.into_iter().take(1).map(|_| CallResult::Ok(json!(1))).collect();
+    let outcome =
+        run_with_sleep_budget(&start_doc(source, &[], Value::Null), host, &mut printer, SleepBudget::default());
+    let missing = Failure::from(&Reason::MissingResult);
+    assert_eq!(missing.code, "internal");
+    let missing = json!({"ok": false, "value": null, "error": {"code": missing.code, "message": missing.message}});
+    let answered = json!({"ok": true, "value": 1, "error": null});
+    assert_eq!(outcome, Outcome::Ok(json!([answered, answered, missing])));
+}
+
+#[test]
 fn tools_get_functions() {
     let run = run_with("unwrap(get_contract(id=7))['args']", &["get_contract", "print"], Value::Null);
     assert_eq!(run.batches, [vec![request("get_contract", json!({"id": 7}))]]);
