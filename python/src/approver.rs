@@ -6,7 +6,7 @@
 use crate::invoke::{Invoked, invoke};
 use pyo3::prelude::*;
 use serde_json::json;
-use tether_backend::turn::{ApprovalDecision, ApprovalRequest, Approver};
+use tether_turn::{ApprovalDecision, ApprovalRequest, Approver};
 
 /// Who decided, in the audit log, when the Python approver could not.
 const DECIDED_BY_FAULT: &str = "python-approver-error";

@@ -6,7 +6,7 @@ use crate::awaitable::awaitable;
 use pyo3::prelude::*;
 use serde_json::json;
 use std::time::Instant;
-use tether_backend::turn::{CallOrigin, CallRequest, ToolOutput, ToolSpec, Turn, executor_fn};
+use tether_turn::{CallOrigin, CallRequest, ToolOutput, ToolSpec, Turn, executor_fn};
 
 /// Seconds that `calls` sequential calls of a Rust no-op tool (read-only,
 /// repeats allowed, in-memory audit) take through `Turn::execute`.

@@ -3,9 +3,7 @@
 //! so each field is named once on this side of the boundary.
 
 use serde_json::{Value, json};
-use tether_backend::turn::{
-    AuditRecord, CallIdentity, CallOutcome, CallResult, Code, LedgerEntry, ListedTool, ToolEvent,
-};
+use tether_turn::{AuditRecord, CallIdentity, CallOutcome, CallResult, Code, LedgerEntry, ListedTool, ToolEvent};
 
 /// A call's result: status, value or error (with the step and display name
 /// for the turn's own failures), approval, host-only metadata, and the

@@ -15,7 +15,7 @@ use pyo3::types::PyDict;
 use pyo3_async_runtimes::TaskLocals;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tether_backend::turn::{EventSink, ToolEvent};
+use tether_turn::{EventSink, ToolEvent};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 

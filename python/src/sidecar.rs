@@ -3,7 +3,7 @@
 //! (the sidecar crate's [`EmbeddedSidecar`], the one `tether demo` starts)
 //! and kept for the process's lifetime.
 
-use tether_backend::{ClientAuth, ClientError, ConnectOptions, SidecarClient};
+use tether_client::{ClientAuth, ClientError, ConnectOptions, SidecarClient};
 use tether_sidecar::{EmbeddedError, EmbeddedSidecar, SidecarConfig};
 use tokio::sync::OnceCell;
 

@@ -11,10 +11,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use tether_backend::turn::{
+use tether_codes::Reason;
+use tether_turn::{
     ApprovalRequirement, RepeatRule, ToolContext, ToolError, ToolExecutor, ToolMeta, ToolOutput, ToolReplay, ToolSpec,
 };
-use tether_codes::Reason;
 
 /// What runs a Python tool, for messages.
 const PROVIDER: &str = "the Python event loop that awaits the turn";

@@ -17,9 +17,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use tether_backend::turn::{
-    AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover, ScriptTool, StoreError, ToolSpec, Turn, TurnError,
-    TurnLimits, new_turn_id,
+use tether_client::ScriptTool;
+use tether_stores::AuditStoreUrl;
+use tether_turn::{
+    CallOrigin, CallRequest, PolicyApprover, StoreError, ToolSpec, Turn, TurnError, TurnLimits, new_turn_id,
 };
 
 /// The limits a Python turn may set (`Turn.open(limits=…)`); each maps to

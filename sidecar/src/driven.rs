@@ -24,11 +24,11 @@
 //!
 //! Ownership: a [`RunStream`] owns its run until the sweeper moves it; the
 //! gRPC server owns the stream, and dropping it (the backend went away) drops
-//! a run not yet moved. The sweeper is one thread per sidecar holding only a
-//! `Weak` to the sidecar's state; it ends within a tick of that state being
+//! a run not yet moved. The sweeper is one thread per sidecar
+//! (`server::spawn_sweeper`, which calls [`DrivenRuns::sweep`]) holding only
+//! a `Weak` to the sidecar's state; it ends within a tick of that state being
 //! dropped.
 
-use crate::service::Shared;
 use crate::stream::{Flow, Messages};
 use futures::Stream;
 use futures::future::BoxFuture;
@@ -48,7 +48,7 @@ use tonic::Status;
 /// polled before it is moved: a run on a stalled stream is moved within two
 /// ticks of being woken; a stalled run outlives its deadline, or a
 /// shutdown's cancellation, by at most a tick.
-const SWEEP_TICK: Duration = Duration::from_millis(200);
+pub(crate) const SWEEP_TICK: Duration = Duration::from_millis(200);
 
 /// A run's messages to the backend, as the gRPC server sends them; when the
 /// run is driven here, polling the stream also drives the run.
@@ -141,7 +141,7 @@ impl DrivenRuns {
     /// [`SWEEP_TICK`] before `now` and not polled since (every run, when
     /// `cancelling`), and is not being polled this instant, into a task of
     /// its own. Returns how many moved.
-    fn sweep(&self, now: Instant, cancelling: bool) -> usize {
+    pub(crate) fn sweep(&self, now: Instant, cancelling: bool) -> usize {
         let stalled = |run: &DrivenRun| run.wake.unpolled_for(now).is_some_and(|unpolled| unpolled >= SWEEP_TICK);
         let due: Vec<Arc<DrivenRun>> = self
             .lock()
@@ -252,21 +252,6 @@ impl Stream for RunStream {
         // message.
         this.receive(cx)
     }
-}
-
-/// Starts the sweeper of `shared`'s driven runs.
-///
-/// # Errors
-/// If the thread cannot be started.
-pub(crate) fn spawn_sweeper(shared: Weak<Shared>) -> std::io::Result<()> {
-    std::thread::Builder::new().name("tether-run-sweeper".into()).spawn(move || {
-        loop {
-            std::thread::sleep(SWEEP_TICK);
-            let Some(shared) = shared.upgrade() else { return };
-            shared.driven.sweep(Instant::now(), shared.lifecycle.cancelling());
-        }
-    })?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use crate::auth::{AccessError, Gate};
 use crate::config::SidecarConfig;
 use crate::connections::{self, Admission, Admitted, Handshake};
-use crate::driven::{self, DrivenRuns};
+use crate::driven::{DrivenRuns, SWEEP_TICK};
 use crate::engine::{EngineError, SandboxEngine};
 use crate::health::{self, HealthService};
 use crate::idle;
@@ -19,8 +19,8 @@ use crate::slots::Capacity;
 use crate::unix_authority::AuthorityRewrite;
 use crate::workers::{Placement, Runtimes};
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 use tether_proto::pb::sidecar_server::SidecarServer;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
@@ -137,7 +137,7 @@ impl Sidecar {
         let watches = health::watch_permits(config.connections.max_health_watches);
         let shared = Arc::new(Shared { engine, config, capacity, memory, lifecycle, metrics, driven });
         idle::spawn(Arc::downgrade(&shared), idle_release).map_err(SidecarError::IdleRelease)?;
-        driven::spawn_sweeper(Arc::downgrade(&shared)).map_err(SidecarError::Sweeper)?;
+        spawn_sweeper(Arc::downgrade(&shared)).map_err(SidecarError::Sweeper)?;
         Ok(Sidecar { shared, watches })
     }
 
@@ -488,4 +488,21 @@ impl Sidecar {
     pub fn config(&self) -> &SidecarConfig {
         &self.shared.config
     }
+}
+
+/// Starts the sweeper of `shared`'s driven runs (`driven`): every
+/// [`SWEEP_TICK`] it moves runs whose streams stalled to tasks of their own,
+/// and ends runs past their deadline. It stops when the sidecar is dropped.
+///
+/// # Errors
+/// If the thread cannot be started.
+fn spawn_sweeper(shared: Weak<Shared>) -> std::io::Result<()> {
+    std::thread::Builder::new().name("tether-run-sweeper".into()).spawn(move || {
+        loop {
+            std::thread::sleep(SWEEP_TICK);
+            let Some(shared) = shared.upgrade() else { return };
+            shared.driven.sweep(Instant::now(), shared.lifecycle.cancelling());
+        }
+    })?;
+    Ok(())
 }

@@ -9,10 +9,13 @@
 //! process's global propagator, so the contract holds whatever an embedding
 //! backend configured (`docs/protocol.md`).
 
-use opentelemetry::propagation::{Injector, TextMapPropagator};
+#[cfg(feature = "export")]
+use opentelemetry::propagation::Injector;
+use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use std::collections::HashMap;
+#[cfg(feature = "export")]
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
@@ -56,6 +59,7 @@ impl TraceContext {
     }
 
     /// The context a gRPC request carries in its metadata.
+    #[cfg(feature = "export")]
     pub fn from_metadata(metadata: &MetadataMap) -> TraceContext {
         let headers = TRACE_HEADERS
             .iter()
@@ -68,6 +72,7 @@ impl TraceContext {
     }
 
     /// Writes the headers into a gRPC request's metadata.
+    #[cfg(feature = "export")]
     pub fn inject(&self, metadata: &mut MetadataMap) {
         TraceContextPropagator::new().inject_context(&self.to_otel(), &mut MetadataInjector(metadata));
     }
@@ -101,10 +106,12 @@ impl TraceContext {
     }
 }
 
+#[cfg(feature = "export")]
 /// Writes text headers into tonic metadata; a header that is not valid
 /// metadata is skipped (the propagator writes only valid ones).
 struct MetadataInjector<'a>(&'a mut MetadataMap);
 
+#[cfg(feature = "export")]
 impl Injector for MetadataInjector<'_> {
     fn set(&mut self, key: &str, value: String) {
         if value.is_empty() {
@@ -133,6 +140,7 @@ mod tests {
         assert_eq!(context.into_headers(), HashMap::from([("traceparent".to_owned(), PARENT.to_owned())]));
     }
 
+    #[cfg(feature = "export")]
     #[test]
     fn metadata_round_trip_keeps_the_parent() {
         let context = TraceContext::from_headers(HashMap::from([("traceparent".to_owned(), PARENT.to_owned())]));
@@ -142,6 +150,7 @@ mod tests {
         assert_eq!(TraceContext::from_metadata(&metadata), context);
     }
 
+    #[cfg(feature = "export")]
     #[test]
     fn an_unreadable_traceparent_is_not_passed_on() {
         let context = TraceContext::from_headers(HashMap::from([("traceparent".to_owned(), "00-nonsense".to_owned())]));

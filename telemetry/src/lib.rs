@@ -7,7 +7,11 @@
 //!   [`Telemetry`], which flushes them at shutdown
 //! - `context`: [`TraceContext`], the W3C trace context that carries one trace
 //!   across the backend–sidecar stream (`docs/protocol.md`)
-//! - `error`: [`TelemetryError`]
+//! - `error`: `TelemetryError`
+//!
+//! `setup`, `error` and the gRPC metadata side of [`TraceContext`] need the
+//! default feature `export`; without it the crate has no transport among its
+//! dependencies.
 //! - `args` (feature `cli`): `TelemetryArgs`, the `--log-format` and
 //!   `--otlp-endpoint` flags of the sidecar and the `tether` command
 //!
@@ -16,11 +20,15 @@
 #[cfg(feature = "cli")]
 mod args;
 mod context;
+#[cfg(feature = "export")]
 mod error;
+#[cfg(feature = "export")]
 mod setup;
 
 #[cfg(feature = "cli")]
 pub use args::TelemetryArgs;
 pub use context::{TRACE_HEADERS, TraceContext};
+#[cfg(feature = "export")]
 pub use error::TelemetryError;
+#[cfg(feature = "export")]
 pub use setup::{LogFormat, Telemetry, TelemetryConfig, otlp_layer};

@@ -69,7 +69,7 @@ pub fn render(origin: &std::path::Path, tools: &ToolSet, servers: &[ServerStatus
 }
 
 /// The configured agents: each one's model and endpoint, and the agent
-/// tools it is offered (seed 001's merge applied). Empty without agents.
+/// tools it is offered (the config's agent tools merged with its own). Empty without agents.
 pub fn render_agents(agents: &AgentsConfig) -> String {
     let mut out = String::new();
     if agents.agents.is_empty() {

@@ -213,7 +213,7 @@ struct Backend {
 
 impl Backend {
     async fn start(cli: &Cli, source: Source, default_approval: Approval) -> anyhow::Result<Backend> {
-        let tools = Arc::new(ToolSet::start(&source.config).await?);
+        let tools = Arc::new(ToolSet::start(&source.config.tools).await?);
         let embedded = match &cli.sidecar {
             Some(_) => None,
             None => Some(
@@ -305,7 +305,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Command::Tools { config } => {
             let source = Source::load(config.clone(), cli.demo_db.clone())?;
-            let tools = ToolSet::start(&source.config).await?;
+            let tools = ToolSet::start(&source.config.tools).await?;
             print!("{}", listing::render(&source.config.path, &tools, &tools.servers().await));
             print!("{}", listing::render_agents(&source.config.agents));
             tools.shutdown().await;
@@ -447,7 +447,7 @@ async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -> an
 /// `tether stubs`: the Python API of the tools a script may call.
 async fn stubs(cli: &Cli, config: Option<PathBuf>, agent: Option<String>) -> anyhow::Result<()> {
     let source = Source::load(config, cli.demo_db.clone())?;
-    let tools = ToolSet::start(&source.config).await?;
+    let tools = ToolSet::start(&source.config.tools).await?;
     // Made from a turn's own list, so a script sees exactly this. No script
     // runs, so the turn needs no sidecar (`run_script` is never offered to
     // scripts anyway).

@@ -1,4 +1,4 @@
-//! `tether.toml`, the tool catalog (`backend/src/tools/config.rs`): any text
+//! `tether.toml`, the tool catalog (`backend/tools/src/catalog.rs`): any text
 //! is either a checked configuration or one `ConfigError` naming the file
 //! (and, for a syntax error, a line and column inside the text) — never a
 //! panic. A configuration that loads has only usable, unique tool names.

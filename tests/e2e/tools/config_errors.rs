@@ -54,7 +54,7 @@ async fn two_sources_giving_one_name_is_an_error_that_says_to_use_a_prefix() {
         "[[tools]]\nname = \"echo\"\nkind = \"static\"\ndescription = \"d\"\nvalue = 1\n[mcp.test]\ncommand = [{TEST_SERVER:?}]\n"
     );
     let (_dir, config) = config(&text, &Vars::from_env());
-    let error = ToolSet::start(&config).await.unwrap_err().to_string();
+    let error = ToolSet::start(&config.tools).await.unwrap_err().to_string();
     assert!(
         error.contains(
             "`mcp.test`: its tool `echo` has the name of `static (tools[0](`echo`))`; give the server a `prefix`"

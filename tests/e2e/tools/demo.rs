@@ -11,7 +11,7 @@ async fn run_demo(approver: PolicyApprover) -> (tempfile::TempDir, PathBuf, Valu
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("demo.db");
     demo_db::create(&db).unwrap();
-    let tools = ToolSet::start(&demo_db::config(&db).unwrap()).await.unwrap();
+    let tools = ToolSet::start(&demo_db::config(&db).unwrap().tools).await.unwrap();
     let world = World::new(tools, Arc::new(approver)).await;
     let result = world.script(demo::SCRIPT, DemoWorld::input()).await;
     (dir, db, result)

@@ -102,7 +102,7 @@ url = "http://{closed}/x"
 "#
     );
     let (_dir, config) = config(&text, &Vars::from_env().set("TEST_WEATHER_TOKEN", "s3cret"));
-    let tools = ToolSet::start(&config).await.unwrap();
+    let tools = ToolSet::start(&config.tools).await.unwrap();
     let world = World::new(tools, Arc::new(PolicyApprover::approve_all())).await;
 
     // From a script: the arguments fill the URL, percent-encoded, and the header comes from the backend.
@@ -180,7 +180,7 @@ command = ["/nonexistent/tool"]
         pidfile = pidfile.display()
     );
     let (_dir, config) = config(&text, &Vars::from_env());
-    let world = World::new(ToolSet::start(&config).await.unwrap(), Arc::new(PolicyApprover::approve_all())).await;
+    let world = World::new(ToolSet::start(&config.tools).await.unwrap(), Arc::new(PolicyApprover::approve_all())).await;
 
     let result = world.script("unwrap(wrap(n=1, s='x'))", json!({})).await;
     assert_eq!(result, json!({"got": {"n": 1, "s": "x"}, "greeting": "hello"}), "stdin and env");
@@ -257,7 +257,7 @@ value = { name = "Spring", pages = 12 }
 "#;
     std::fs::write(dir.path().join("tether.toml"), text).unwrap();
     let config = Config::load(dir.path().join("tether.toml"), &Vars::from_env()).unwrap();
-    let tools = ToolSet::start(&config).await.unwrap();
+    let tools = ToolSet::start(&config.tools).await.unwrap();
     let meta = |name: &str| tools.tools().iter().find(|t| t.name() == name).unwrap().meta().clone();
     assert!(meta("item").read_only && !meta("add_item").read_only, "read-only unless writable");
     let world = World::new(tools, Arc::new(PolicyApprover::approve_all())).await;

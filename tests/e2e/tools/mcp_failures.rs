@@ -51,7 +51,7 @@ repeat = "allow"
 
 async fn world(way: &str) -> (tempfile::TempDir, World) {
     let (dir, config) = config(&server_config(way), &Vars::from_env());
-    let tools = ToolSet::start(&config).await.unwrap();
+    let tools = ToolSet::start(&config.tools).await.unwrap();
     let limits = TurnLimits { max_result_bytes: Some(64 * 1024), ..TurnLimits::default() };
     let world = World::with(tools, Arc::new(PolicyApprover::approve_all()), |b| b.limits(limits)).await;
     (dir, world)
@@ -148,7 +148,7 @@ async fn over_streamable_http_failures_are_values_and_a_dead_server_is_not_calle
 async fn a_server_that_does_not_start_gives_failure_values_for_its_named_tools() {
     let text = "[mcp.gone]\ncommand = [\"/nonexistent/mcp-server\"]\nstartup_timeout = \"5s\"\n[mcp.gone.tools.lookup]\ndescription = \"Looks things up.\"\nread_only = true\n";
     let (_dir, config) = config(text, &Vars::from_env());
-    let tools = ToolSet::start(&config).await.expect("a server that does not start is not an error");
+    let tools = ToolSet::start(&config.tools).await.expect("a server that does not start is not an error");
     assert_eq!(tools.tools().iter().map(|t| t.name()).collect::<Vec<_>>(), ["lookup"], "its named tools stand in");
     let status = &tools.servers().await[0];
     assert!(
@@ -172,7 +172,7 @@ async fn a_server_that_does_not_start_gives_failure_values_for_its_named_tools()
 async fn a_tool_override_for_a_tool_the_server_does_not_list_is_a_config_error() {
     let text = format!("[mcp.test]\ncommand = [{TEST_SERVER:?}]\n[mcp.test.tools.ech]\nread_only = true\n");
     let (_dir, config) = config(&text, &Vars::from_env());
-    let error = ToolSet::start(&config).await.unwrap_err().to_string();
+    let error = ToolSet::start(&config.tools).await.unwrap_err().to_string();
     assert!(
         error.contains("`mcp.test.tools.ech`: the MCP server `test` lists no tool `ech`; its tools are:"),
         "{error}"

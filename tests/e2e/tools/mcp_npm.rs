@@ -46,7 +46,7 @@ async fn the_filesystem_server_from_npm_is_listed_called_from_a_script_refused_b
     std::fs::write(root.join("notes.txt"), "renew Hooli by Friday\n").unwrap();
     std::fs::create_dir(root.join("archive")).unwrap();
     let (_dir, config) = config(&filesystem_config(&root), &Vars::from_env());
-    let tools = ToolSet::start(&config).await.unwrap();
+    let tools = ToolSet::start(&config.tools).await.unwrap();
 
     // Listed: only the included tools, under the prefix, with the server's schemas and the config's metadata.
     let names: Vec<&str> = tools.tools().iter().map(|t| t.name()).collect();

@@ -1,0 +1,257 @@
+//! The agent loop: ask the model, run every tool call it makes through
+//! [`Turn::execute`], feed the results back (failure values included), and
+//! repeat until it answers without tool calls or a limit trips.
+//!
+//! Limits: the turn's own (call cap, depth, deadline, cancellation — every
+//! call meets them in the one execution path, and the loop stops the moment
+//! the turn ends), and [`AgentLoop::max_iterations`]. Seed 004: once an
+//! approval-required action may have run in the turn, a failed model call is
+//! never retried — the loop stops and reports the actions.
+
+use super::chat::{AssistantMessage, ChatEndpoint};
+use super::error::AgentError;
+use super::events::{AgentEvent, AgentEventSink, NoAgentEvents};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tether_turn::{CallOrigin, CallRequest, LedgerEntry, ListedTool, Turn};
+
+/// The default bound on model rounds in one turn.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 16;
+
+const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant. Use the tools when they help; \
+a tool result with \"ok\": false is a failure value: read its code and message and adapt.";
+
+/// Drives one turn against a chat-completions endpoint. Cheap to clone.
+#[derive(Clone)]
+pub struct AgentLoop {
+    endpoint: ChatEndpoint,
+    system_prompt: Option<String>,
+    max_iterations: u32,
+    model_retries: u32,
+    events: Arc<dyn AgentEventSink>,
+    /// Where the model's calls sit: `None` at the top (origin `Model`, depth
+    /// 0); inside an agent tool, the agent tool's call id and the depth.
+    nested: Option<(String, u32)>,
+}
+
+impl std::fmt::Debug for AgentLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentLoop")
+            .field("endpoint", &self.endpoint)
+            .field("max_iterations", &self.max_iterations)
+            .field("nested", &self.nested)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How an agent turn went: the answer or why there is none, and the
+/// approval-required actions that may have run (tell the user about these
+/// when there is no answer; do not re-run the turn blindly).
+#[derive(Debug)]
+pub struct AgentRun {
+    /// The model's final text, or why it gave none.
+    pub result: Result<String, AgentError>,
+    /// Approval-required calls of the turn that reached execution (read
+    /// when the turn ended without an answer; empty otherwise).
+    pub possibly_executed: Vec<LedgerEntry>,
+    /// Chat-completions requests made.
+    pub model_requests: u32,
+    /// The conversation, the final answer included.
+    pub messages: Vec<Value>,
+}
+
+impl AgentLoop {
+    /// A loop on `endpoint` with the default system prompt, 16 rounds, one
+    /// retry of a failed model call (none once an approval-required action
+    /// may have run), and no events.
+    pub fn new(endpoint: ChatEndpoint) -> Self {
+        AgentLoop {
+            endpoint,
+            system_prompt: None,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            model_retries: 1,
+            events: Arc::new(NoAgentEvents),
+            nested: None,
+        }
+    }
+
+    /// The system prompt.
+    pub fn system_prompt(mut self, prompt: Option<String>) -> Self {
+        self.system_prompt = prompt;
+        self
+    }
+
+    /// The most model rounds (requests that are answered with tool calls
+    /// count; the last one answers).
+    pub fn max_iterations(mut self, max: u32) -> Self {
+        self.max_iterations = max.max(1);
+        self
+    }
+
+    /// Retries of a failed model request (only while no approval-required
+    /// action may have run in the turn).
+    pub fn model_retries(mut self, retries: u32) -> Self {
+        self.model_retries = retries;
+        self
+    }
+
+    /// Where events go.
+    pub fn events(mut self, events: Arc<dyn AgentEventSink>) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// Runs as an agent tool's nested turn: the model's calls are children of
+    /// `parent_call_id` at `depth`.
+    pub(crate) fn nested(mut self, parent_call_id: String, depth: u32) -> Self {
+        self.nested = Some((parent_call_id, depth));
+        self
+    }
+
+    fn depth(&self) -> u32 {
+        self.nested.as_ref().map_or(0, |(_, depth)| *depth)
+    }
+
+    fn origin(&self) -> CallOrigin {
+        match &self.nested {
+            None => CallOrigin::Model,
+            Some((parent, depth)) => CallOrigin::Tool { parent_call_id: parent.clone(), depth: *depth },
+        }
+    }
+
+    /// The function tools and the system prompt for this round: full tools
+    /// as functions, deferred ones by name in the prompt.
+    fn offer(&self, turn: &Turn) -> (Vec<Value>, String) {
+        let mut tools = Vec::new();
+        let mut deferred = Vec::new();
+        for tool in turn.tools_for_model_at(self.depth()) {
+            match tool {
+                ListedTool::Full(def) => tools.push(json!({
+                    "type": "function",
+                    "function": {"name": def.name(), "description": def.description(), "parameters": def.input_schema()}
+                })),
+                ListedTool::NameOnly(name) => deferred.push(name),
+            }
+        }
+        let mut prompt = self.system_prompt.clone().unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
+        if !deferred.is_empty() {
+            prompt.push_str(&format!(
+                "\n\nMore tools exist but are not active yet; activate them with `activate_tools` before calling them: {}.",
+                deferred.join(", ")
+            ));
+        }
+        (tools, prompt)
+    }
+
+    /// Runs the turn from `conversation` (user and earlier messages, no
+    /// system message) until the model answers without tool calls or a limit
+    /// trips. Never calls the model after the turn ended.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops the model request and the calls in flight
+    /// (the turn records them as abandoned).
+    pub async fn run(&self, turn: &Turn, conversation: Vec<Value>) -> AgentRun {
+        let mut messages = conversation;
+        let mut requests = 0;
+        let result = self.rounds(turn, &mut messages, &mut requests).await;
+        let possibly_executed = match &result {
+            Ok(_) => Vec::new(),
+            Err(_) => turn.possibly_executed_approval_actions().await.unwrap_or_else(|error| {
+                tracing::error!(%error, turn_id = turn.id(), "cannot read the ledger after a failed agent turn");
+                Vec::new()
+            }),
+        };
+        AgentRun { result, possibly_executed, model_requests: requests, messages }
+    }
+
+    async fn rounds(&self, turn: &Turn, messages: &mut Vec<Value>, requests: &mut u32) -> Result<String, AgentError> {
+        for iteration in 1..=self.max_iterations {
+            let answer = self.ask(turn, messages, iteration, requests).await?;
+            messages.push(answer.to_message());
+            if answer.tool_calls.is_empty() {
+                return Ok(answer.content);
+            }
+            for call in answer.tool_calls {
+                let tool_message = self.call_tool(turn, &call).await;
+                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": tool_message}));
+            }
+        }
+        Err(AgentError::MaxIterations { max: self.max_iterations })
+    }
+
+    /// One model request, retried as allowed; stops at once when the turn ends.
+    async fn ask(
+        &self,
+        turn: &Turn,
+        messages: &[Value],
+        iteration: u32,
+        requests: &mut u32,
+    ) -> Result<AssistantMessage, AgentError> {
+        let mut attempt = 0;
+        loop {
+            if let Some(code) = turn.end_reason() {
+                return Err(AgentError::TurnEnded { code });
+            }
+            let (tools, prompt) = self.offer(turn);
+            let mut full = Vec::with_capacity(messages.len() + 1);
+            full.push(json!({"role": "system", "content": prompt}));
+            full.extend_from_slice(messages);
+            self.events.emit(&AgentEvent::ModelRequest { turn_id: turn.id().to_owned(), iteration });
+            *requests += 1;
+            let on_token = |text: &str| {
+                self.events.emit(&AgentEvent::Token { turn_id: turn.id().to_owned(), text: text.to_owned() });
+            };
+            let outcome = tokio::select! {
+                code = turn.ended() => return Err(AgentError::TurnEnded { code }),
+                outcome = self.endpoint.complete(&full, &tools, on_token) => outcome,
+            };
+            let error = match outcome {
+                Ok(answer) => return Ok(answer),
+                Err(error) => error,
+            };
+            attempt += 1;
+            if attempt > self.model_retries {
+                return Err(error);
+            }
+            // Seed 004: after an approval-required action may have run, do not
+            // call the model again to recover; stop and report.
+            if !turn.possibly_executed_approval_actions().await?.is_empty() {
+                tracing::warn!(turn_id = turn.id(), %error, "model call failed after an approval-required action ran; not retrying");
+                return Err(error);
+            }
+            tracing::warn!(turn_id = turn.id(), %error, attempt, "model call failed; retrying");
+        }
+    }
+
+    /// Runs one of the model's tool calls through the turn; returns the
+    /// tool message's content (the value or the failure value, as JSON text).
+    async fn call_tool(&self, turn: &Turn, call: &super::chat::ModelToolCall) -> String {
+        let origin = self.origin();
+        self.events.emit(&AgentEvent::ToolCallStarted {
+            turn_id: turn.id().to_owned(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            depth: origin.depth(),
+        });
+        let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
+        let request = CallRequest::new(call.id.clone(), call.name.clone(), Value::Null);
+        let result = match serde_json::from_str::<Value>(raw) {
+            Ok(args) => turn.execute(CallRequest { args, ..request }, origin).await,
+            Err(error) => {
+                // Recorded like any refused call, so the audit log shows it.
+                let reason = tether_turn::Reason::ArgumentsNotJson { error: error.to_string() };
+                let failure = tether_turn::Failure::new(&reason, tether_turn::Step::Arguments);
+                let request = CallRequest { args: Value::String(call.arguments.clone()), ..request };
+                turn.record_refused(request, origin, failure).await
+            }
+        };
+        self.events.emit(&AgentEvent::ToolCallFinished {
+            turn_id: turn.id().to_owned(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            status: result.status(),
+            code: result.error_code().map(str::to_owned),
+        });
+        result.to_model_value().to_string()
+    }
+}

@@ -1,0 +1,424 @@
+//! The sidecar client: one bidirectional stream per script run.
+//!
+//! [`SidecarClient::run`] sends `Start`, hands every `ToolCall` to the
+//! [`CallHandler`] (the calls of a batch concurrently), answers each with a
+//! `ToolResult`, and returns when `Finished` arrives. Everything the run owns —
+//! the stream and the calls in flight — lives inside that future: dropping it
+//! drops the stream, and the sidecar ends the script at once.
+
+use crate::error::ClientError;
+use crate::handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
+use crate::outcome::RunOutcome;
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+use tether_codes::Reason;
+use tether_proto::pb::{self, backend_message, sidecar_client, sidecar_message};
+use tether_telemetry::TraceContext;
+use tether_turn::ToolDef;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+/// The health-check service name whose status is the sidecar's readiness.
+const READINESS_SERVICE: &str = "tether.v1.Sidecar";
+
+/// Messages the client may queue to the sidecar before waiting.
+const OUTBOUND_BUFFER: usize = 64;
+
+/// HTTP/2 keepalive on the connection to the sidecar: a PING every
+/// `interval` (idle or not), and the connection is closed when one is not
+/// answered within `timeout`. A run on a connection that stalls (a sidecar
+/// host that vanished, a proxy that stopped forwarding) then ends with
+/// [`ClientError::Lost`] after at most about `interval + timeout`, instead
+/// of waiting for its deadline. The sidecar pings its side too
+/// (`--keepalive-interval-seconds`, `docs/operating.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Time between PINGs. Default 30 s.
+    pub interval: Duration,
+    /// How long a PING may go unanswered. Default 20 s.
+    pub timeout: Duration,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Keepalive { interval: Duration::from_secs(30), timeout: Duration::from_secs(20) }
+    }
+}
+
+/// How [`SidecarClient::connect_with`] connects: credentials and keepalive.
+/// The default sends no credentials and uses [`Keepalive::default`].
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    /// How the client proves it may open runs.
+    pub auth: ClientAuth,
+    /// HTTP/2 keepalive on the connection.
+    pub keepalive: Keepalive,
+}
+
+/// A connection to a sidecar. Cheap to clone; clones share the connection.
+#[derive(Debug, Clone)]
+pub struct SidecarClient {
+    grpc: sidecar_client::SidecarClient<Channel>,
+    /// The sidecar's gRPC health service, on the same connection.
+    health: HealthClient<Channel>,
+    /// `Bearer <token>`, sent as `authorization` with every call.
+    authorization: Option<MetadataValue<Ascii>>,
+}
+
+/// How the client proves to a sidecar that it may open runs (see the
+/// sidecar's `docs/security.md`). The default sends nothing: right for a
+/// Unix socket, where the sidecar checks the client's uid.
+#[derive(Clone, Default)]
+pub struct ClientAuth {
+    /// The sidecar's shared token, sent as `authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// mTLS: needs an `https://` address.
+    pub tls: Option<ClientTls>,
+}
+
+impl std::fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientAuth")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+/// The client's side of mTLS, all PEM.
+#[derive(Clone)]
+pub struct ClientTls {
+    /// The CA that signed the sidecar's certificate.
+    pub ca_pem: Vec<u8>,
+    /// The client's certificate, signed by the CA the sidecar trusts.
+    pub cert_pem: Vec<u8>,
+    /// The client's private key.
+    pub key_pem: Vec<u8>,
+    /// The name the sidecar's certificate must carry. Default: the
+    /// address's host.
+    pub domain: Option<String>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls").field("domain", &self.domain).finish_non_exhaustive()
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    /// The backend's id for the run.
+    pub run_id: String,
+    /// The turn that owns the run.
+    pub turn_id: String,
+    /// The tool call that started the script; nested ids are `<this>/<n>`.
+    pub parent_call_id: String,
+    /// The script.
+    pub source: String,
+    /// The runtime, `"python"` unless the sidecar has others.
+    pub language: String,
+    /// The value the script reads as `input`.
+    pub input: Value,
+    /// The tools the script may call (the turn's list as the model sees it,
+    /// less what a script may not call).
+    pub tools: Vec<ToolDef>,
+    /// Limits for this run; unset fields use the sidecar's.
+    pub limits: pb::Limits,
+}
+
+impl RunRequest {
+    /// A Python run of `source` with id `run_id`.
+    pub fn python(run_id: impl Into<String>, source: impl Into<String>) -> Self {
+        RunRequest { run_id: run_id.into(), source: source.into(), language: "python".into(), ..Default::default() }
+    }
+
+    fn into_start(self) -> pb::Start {
+        pb::Start {
+            run_id: self.run_id,
+            turn_id: self.turn_id,
+            parent_call_id: self.parent_call_id,
+            source: self.source,
+            language: self.language,
+            input_json: self.input.to_string(),
+            tools: self
+                .tools
+                .into_iter()
+                .map(|t| pb::ToolSpec {
+                    name: t.name().to_owned(),
+                    description: t.description().to_owned(),
+                    input_schema_json: t.input_schema_json().to_owned(),
+                })
+                .collect(),
+            limits: Some(self.limits),
+        }
+    }
+}
+
+impl SidecarClient {
+    /// Connects to a sidecar at `address`: `http://host:port` for TCP, or
+    /// `unix:/path/to/socket`, or `unix-abstract:name` for a Linux abstract
+    /// socket (an embedded sidecar's `local_url`), with the default
+    /// [`Keepalive`].
+    ///
+    /// # Errors
+    /// If the address is invalid or the sidecar cannot be reached.
+    pub async fn connect(address: &str) -> Result<SidecarClient, ClientError> {
+        SidecarClient::connect_with(address, &ConnectOptions::default()).await
+    }
+
+    /// Connects to a sidecar at `address` with `options`: credentials (a
+    /// token and/or mTLS for TCP, `https://host:port` for mTLS) and HTTP/2
+    /// keepalive.
+    ///
+    /// # Errors
+    /// If the address or the credentials are invalid, or the sidecar cannot
+    /// be reached (a TLS handshake the sidecar refuses fails here).
+    pub async fn connect_with(address: &str, options: &ConnectOptions) -> Result<SidecarClient, ClientError> {
+        let ConnectOptions { auth, keepalive } = options;
+        let authorization = auth
+            .token
+            .as_deref()
+            .map(|token| {
+                MetadataValue::try_from(format!("Bearer {}", token.trim()))
+                    .map_err(|_| ClientError::Credentials("the token must be printable ASCII".into()))
+            })
+            .transpose()?;
+        let invalid = |reason: String| ClientError::Address { address: address.to_owned(), reason };
+        let configure = |endpoint: Endpoint| {
+            endpoint
+                .http2_keep_alive_interval(keepalive.interval)
+                .keep_alive_timeout(keepalive.timeout)
+                .keep_alive_while_idle(true)
+        };
+        let channel = if let Some(name) = address.strip_prefix("unix-abstract:") {
+            let name = name.to_owned();
+            // The URI is unused for a Unix socket; tonic needs one all the same.
+            configure(Endpoint::from_static("http://tether.sidecar"))
+                .connect_with_connector(tower::service_fn(move |_: Uri| {
+                    let connected = connect_abstract(&name);
+                    async move { Ok::<_, std::io::Error>(TokioIo::new(connected?)) }
+                }))
+                .await?
+        } else if let Some(path) = address.strip_prefix("unix:") {
+            let path = PathBuf::from(path);
+            configure(Endpoint::from_static("http://tether.sidecar"))
+                .connect_with_connector(tower::service_fn(move |_: Uri| {
+                    let path = path.clone();
+                    async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?)) }
+                }))
+                .await?
+        } else {
+            let mut endpoint =
+                configure(Endpoint::from_shared(address.to_owned()).map_err(|e| invalid(e.to_string()))?);
+            if let Some(tls) = &auth.tls {
+                if !address.starts_with("https://") {
+                    return Err(ClientError::Credentials(format!("mTLS needs an `https://` address, not `{address}`")));
+                }
+                let mut config = ClientTlsConfig::new()
+                    .ca_certificate(Certificate::from_pem(&tls.ca_pem))
+                    .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+                if let Some(domain) = &tls.domain {
+                    config = config.domain_name(domain.clone());
+                }
+                endpoint = endpoint.tls_config(config)?;
+            }
+            endpoint.connect().await?
+        };
+        Ok(SidecarClient { authorization, ..SidecarClient::from_channel(channel) })
+    }
+
+    /// `message` as a request carrying the client's credentials.
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        if let Some(authorization) = &self.authorization {
+            request.metadata_mut().insert("authorization", authorization.clone());
+        }
+        request
+    }
+
+    /// A client over an existing channel.
+    pub fn from_channel(channel: Channel) -> SidecarClient {
+        let health = HealthClient::new(channel.clone());
+        let grpc = sidecar_client::SidecarClient::new(channel)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20);
+        SidecarClient { grpc, health, authorization: None }
+    }
+
+    /// Waits until the sidecar admits runs: its gRPC health check for
+    /// `tether.v1.Sidecar` reports SERVING (a sidecar that was just started
+    /// compiles or loads its runtimes first, and refuses runs meanwhile).
+    ///
+    /// # Errors
+    /// [`ClientError::NotReady`] if it is not SERVING within `timeout` (the
+    /// error says what it reported last); a failed health call that is not
+    /// UNAVAILABLE (e.g. a refused token) at once.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), ClientError> {
+        let give_up = tokio::time::Instant::now() + timeout;
+        loop {
+            let request = self.request(HealthCheckRequest { service: READINESS_SERVICE.into() });
+            let last = match self.health.clone().check(request).await {
+                Ok(response) if response.get_ref().status() == ServingStatus::Serving => return Ok(()),
+                Ok(response) => format!("{:?}", response.get_ref().status()),
+                Err(status) if status.code() == tonic::Code::Unavailable => status.message().to_owned(),
+                Err(status) => return Err(status.into()),
+            };
+            if tokio::time::Instant::now() >= give_up {
+                return Err(ClientError::NotReady { waited: timeout, last });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Asks the sidecar for its version, runtimes and limits.
+    ///
+    /// # Errors
+    /// If the call fails.
+    pub async fn describe(&self) -> Result<pb::DescribeResponse, ClientError> {
+        Ok(self.grpc.clone().describe(self.request(pb::DescribeRequest {})).await?.into_inner())
+    }
+
+    /// Runs a script, serving its calls through `handler`, until it ends.
+    ///
+    /// # Errors
+    /// If the sidecar refuses the run, the stream fails, or the sidecar breaks
+    /// the protocol. A script that fails is an `Ok` outcome with that status.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops the stream: the sidecar ends the script, and
+    /// calls still being handled are dropped with it.
+    pub async fn run(&self, request: RunRequest, handler: &dyn CallHandler) -> Result<RunOutcome, ClientError> {
+        self.run_until(request, handler, CancellationToken::new()).await
+    }
+
+    /// Like [`run`](Self::run), and when `cancel` fires sends `Cancel` and
+    /// waits for the sidecar's `Finished` (status CANCELLED).
+    ///
+    /// # Errors
+    /// As for [`run`](Self::run).
+    pub async fn run_until(
+        &self,
+        request: RunRequest,
+        handler: &dyn CallHandler,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, ClientError> {
+        // The sidecar's span for the run becomes a child of the caller's span
+        // (for a `Turn`, the `run_script` call's): its trace context goes
+        // along as request metadata.
+        let trace_context = TraceContext::of(&tracing::Span::current());
+        let (outbound, receiver) = mpsc::channel(OUTBOUND_BUFFER);
+        let start = pb::BackendMessage { kind: Some(backend_message::Kind::Start(request.into_start())) };
+        outbound.send(start).await.map_err(|_| ClientError::Protocol("the outbound queue closed".into()))?;
+        let mut run = self.request(ReceiverStream::new(receiver));
+        trace_context.inject(run.metadata_mut());
+        let mut inbound = self.grpc.clone().run(run).await?.into_inner();
+
+        // Calls being served; refusals being recorded (these finish even
+        // after `Finished`: they are part of the run's record).
+        let mut in_flight: FuturesUnordered<BoxFuture<'_, pb::ToolResult>> = FuturesUnordered::new();
+        let mut recording: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
+        let mut cancel_sent = false;
+        loop {
+            tokio::select! {
+                // Biased: a refusal already received is recorded (its
+                // first, synchronous part) before later calls start, so
+                // the run's records follow the script's order.
+                biased;
+                Some(()) = recording.next() => {}
+                Some(result) = in_flight.next() => {
+                    let message = pb::BackendMessage { kind: Some(backend_message::Kind::ToolResult(result)) };
+                    // A closed queue means the stream is over; `Finished` or an error follows.
+                    let _ = outbound.send(message).await;
+                }
+                message = inbound.message() => {
+                    let message = message.map_err(|status| ClientError::Lost {
+                        reason: format!("{} ({:?})", status.message(), status.code()),
+                    })?;
+                    let Some(message) = message else {
+                        return Err(ClientError::Lost { reason: "the stream ended without `Finished`".into() });
+                    };
+                    match message.kind {
+                        Some(sidecar_message::Kind::ToolCall(call)) => in_flight.push(Box::pin(serve(handler, call))),
+                        Some(sidecar_message::Kind::CallRefused(refused)) => {
+                            recording.push(Box::pin(record_refusal(handler, refused)));
+                        }
+                        Some(sidecar_message::Kind::Output(output)) => {
+                            handler.output(output.stream(), &output.data);
+                        }
+                        Some(sidecar_message::Kind::Finished(finished)) => {
+                            while recording.next().await.is_some() {}
+                            return Ok(RunOutcome::from_finished(finished));
+                        }
+                        None => return Err(ClientError::Protocol("a sidecar message with no content".into())),
+                    }
+                }
+                () = cancel.cancelled(), if !cancel_sent => {
+                    cancel_sent = true;
+                    let message = pb::BackendMessage { kind: Some(backend_message::Kind::Cancel(pb::Cancel { reason: "cancelled by the backend".into() })) };
+                    let _ = outbound.send(message).await;
+                }
+            }
+        }
+    }
+}
+
+/// Connects to the abstract Unix socket `name` (Linux; no file on disk). A
+/// connect to a listening Unix socket completes at once (it waits only while
+/// the listener's backlog is full), so the blocking call is kept.
+fn connect_abstract(name: &str) -> std::io::Result<tokio::net::UnixStream> {
+    use std::os::linux::net::SocketAddrExt;
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    let stream = std::os::unix::net::UnixStream::connect_addr(&address)?;
+    stream.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(stream)
+}
+
+/// Serves one call. The handler makes its own span for the call (the turn's
+/// is a child of the sidecar's call span, whose context the call carries).
+async fn serve(handler: &dyn CallHandler, call: pb::ToolCall) -> pb::ToolResult {
+    let outcome = match serde_json::from_str(&call.args_json) {
+        Ok(args) => {
+            let script_call = ScriptCall {
+                id: call.id.clone(),
+                name: call.name,
+                args,
+                batch: call.batch,
+                batch_size: call.batch_size,
+                max_result_bytes: call.max_result_bytes,
+                trace_context: TraceContext::from_headers(call.trace_context),
+            };
+            handler.call(script_call).await
+        }
+        Err(error) => {
+            let reason = Reason::ArgumentsNotJson { error: error.to_string() };
+            tracing::warn!(call_id = %call.id, tool = %call.name, "the sidecar sent arguments that are not JSON");
+            ToolOutcome::failed(reason.code().as_str(), reason.message())
+        }
+    };
+    outcome.into_proto(call.id)
+}
+
+async fn record_refusal(handler: &dyn CallHandler, refused: pb::CallRefused) {
+    let failure = refused.failure.unwrap_or_default();
+    let call = RefusedCall {
+        id: refused.id,
+        name: refused.name,
+        args_json: refused.args_json,
+        args_truncated: refused.args_truncated,
+        code: failure.code,
+        message: failure.message,
+        trace_context: TraceContext::from_headers(refused.trace_context),
+    };
+    handler.refused(call).await;
+}

@@ -1,0 +1,327 @@
+//! The script tool, `run_script`: a tool of the turn whose executor opens a
+//! sidecar run with the tools the script may call and serves every call the
+//! script makes through [`Turn::execute`](tether_turn::Turn::execute) with origin
+//! `Script` — the same path, the same checks, the same records as a call the
+//! model makes. Calls the sidecar refused by itself are recorded through the
+//! same guard.
+//!
+//! This is the ONE place the turn meets the sidecar client (the transport):
+//! the rest of the turn knows nothing of gRPC.
+//!
+//! Here too: the run's refusal cap (a script gets at most
+//! `TurnLimits::max_refused_script_calls` refused calls; later ones are
+//! refused without being evaluated).
+
+use crate::client::{RunRequest, SidecarClient};
+use crate::error::ClientError;
+use crate::handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tether_codes::{Code, Reason, RunErrorKind};
+use tether_proto::pb;
+use tether_turn::CallOrigin;
+use tether_turn::NestedSummary;
+use tether_turn::Step;
+use tether_turn::Tool;
+use tether_turn::TurnError;
+use tether_turn::ended_reason;
+use tether_turn::{CallOutcome, CallRequest, CallResult, Failure};
+use tether_turn::{ToolContext, ToolExecutor, TurnAccess};
+use tether_turn::{ToolError, ToolMeta, ToolOutput, ToolSpec};
+
+/// The script tool's default name.
+pub const SCRIPT_TOOL_NAME: &str = "run_script";
+
+const DESCRIPTION: &str = "Run a Python script that calls this turn's tools, to chain dependent calls in one step. \
+Inside the script: one function per tool (`get_contract(customer_id=\"c1\")`), or `call(name, args)`; \
+`call_async` with `asyncio.gather` runs calls together. Every call returns {\"ok\": bool, \"value\": ..., \
+\"error\": {\"code\", \"message\"} or None} and never raises; `unwrap(r)` returns the value or raises. \
+`input` holds the `input` argument. The value of the last expression is the result. \
+Every call is checked, approved and audited like a direct call. Tools that ask the user, run on the \
+user's device, or activate tools cannot be called from a script; deferred tools must be activated first.";
+
+/// Builds the `run_script` tool over a sidecar connection. Defaults: name
+/// `run_script`, language `python`, the sidecar's own limits, and a time
+/// limit of 30 minutes (a script may wait on approvals; the turn's deadline
+/// still applies).
+#[derive(Debug, Clone)]
+pub struct ScriptTool {
+    client: SidecarClient,
+    name: String,
+    language: String,
+    limits: pb::Limits,
+    time_limit: Duration,
+}
+
+impl ScriptTool {
+    /// The script tool over `client`.
+    pub fn new(client: SidecarClient) -> Self {
+        ScriptTool {
+            client,
+            name: SCRIPT_TOOL_NAME.into(),
+            language: "python".into(),
+            limits: pb::Limits::default(),
+            time_limit: Duration::from_secs(30 * 60),
+        }
+    }
+
+    /// Renames the tool.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The sidecar runtime to run scripts in.
+    pub fn language(mut self, language: impl Into<String>) -> Self {
+        self.language = language.into();
+        self
+    }
+
+    /// Limits for every run (each may only tighten the sidecar's); the
+    /// deadline is further tightened to the turn's remaining time.
+    pub fn limits(mut self, limits: pb::Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The tool's own time limit.
+    pub fn time_limit(mut self, limit: Duration) -> Self {
+        self.time_limit = limit;
+        self
+    }
+
+    /// The spec as the model sees it; metadata: the script tool (it nests),
+    /// read-only (its effects are its nested calls', each in the ledger), safe
+    /// to run alongside other calls.
+    pub fn spec(&self) -> ToolSpec {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "Python source; the value of the last expression is the result"},
+                "input": {"description": "any JSON value; the script reads it as `input`"}
+            },
+            "required": ["code"],
+            "additionalProperties": false
+        });
+        ToolSpec::new(self.name.clone(), DESCRIPTION, schema).meta(ToolMeta {
+            is_script_tool: true,
+            nests: true,
+            read_only: true,
+            concurrency_safe: true,
+            time_limit: Some(self.time_limit),
+            ..ToolMeta::default()
+        })
+    }
+
+    /// The tool, ready for [`TurnBuilder::add_tool`](tether_turn::TurnBuilder::add_tool).
+    ///
+    /// # Errors
+    /// Never in practice (the schema is fixed); kept for symmetry with [`Tool::new`].
+    pub fn into_tool(self) -> Result<Tool, TurnError> {
+        let spec = self.spec();
+        Tool::new(spec, Arc::new(ScriptExecutor { tool: self }))
+    }
+}
+
+struct ScriptExecutor {
+    tool: ScriptTool,
+}
+
+#[async_trait::async_trait]
+impl ToolExecutor for ScriptExecutor {
+    async fn execute(&self, context: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let Some(source) = args.get("code").and_then(Value::as_str) else {
+            return Err(ToolError::new(Code::InvalidArguments.as_str(), "`code` must be a string"));
+        };
+        let turn = context.turn.clone();
+        let run_id = turn.next_run_id();
+        // This runs in the `run_script` call's span: it names the run it starts.
+        tracing::Span::current().record("run_id", run_id.as_str());
+        // The script's calls are one level below the call that started it.
+        let depth = context.depth() + 1;
+        let mut limits = self.tool.limits;
+        // Whether the run's deadline is the turn's: then a run ended at its
+        // deadline ended at the turn's, whichever clock noticed first.
+        let mut turn_deadline_bounds = false;
+        if let Some(remaining) = turn.remaining() {
+            let ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX).max(1);
+            turn_deadline_bounds = limits.deadline_ms == 0 || ms <= limits.deadline_ms;
+            limits.deadline_ms = if limits.deadline_ms == 0 { ms } else { limits.deadline_ms.min(ms) };
+        }
+        let request = RunRequest {
+            run_id: run_id.clone(),
+            turn_id: turn.id().to_owned(),
+            parent_call_id: context.call_id.clone(),
+            source: source.to_owned(),
+            language: self.tool.language.clone(),
+            input: args.get("input").cloned().unwrap_or(Value::Null),
+            // What the script may call at its depth; tools activated later
+            // are still callable by name (`call(...)`): the lookup reads the
+            // live list.
+            tools: turn.callable_tools(depth),
+            limits,
+        };
+        let handler = ScriptCalls {
+            max_refused: turn.limits().max_refused_script_calls,
+            summary: NestedSummary::new(turn.limits().capture_payloads),
+            turn,
+            run_id: run_id.clone(),
+            parent_call_id: context.call_id,
+            depth,
+            refused: AtomicU32::new(0),
+        };
+        let outcome = self.tool.client.run(request, &handler).await;
+        let mut metadata = match handler.summary.to_json() {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::error!(%error, %run_id, "the sidecar failed the run");
+                metadata.insert("run".into(), json!({"run_id": run_id, "error": error.to_string()}));
+                let (kind, message) = match error {
+                    // Calls may have run: say so, so nothing is repeated blindly.
+                    ClientError::Lost { .. } => (
+                        RunErrorKind::SidecarLost,
+                        "the script sandbox went away mid-run and the script stopped; calls it had \
+                         started may already have taken effect (see the nested calls) — check before \
+                         repeating any of them, then call the tools directly",
+                    ),
+                    _ => (
+                        RunErrorKind::SandboxUnavailable,
+                        "the script could not be run in the sandbox; call the tools directly instead",
+                    ),
+                };
+                return Err(ToolError::new(kind.as_str(), message).with_metadata(Value::Object(metadata)));
+            }
+        };
+        metadata.insert(
+            "run".into(),
+            json!({
+                "run_id": run_id,
+                "status": outcome.status.as_str_name(),
+                "calls": outcome.stats.calls,
+                "calls_refused_by_cap": outcome.stats.calls_refused_by_cap,
+                "cpu_time_us": outcome.stats.cpu_time_us,
+                "wait_time_us": outcome.stats.wait_time_us,
+                "wall_time_us": outcome.stats.wall_time_us,
+            }),
+        );
+        let metadata = Value::Object(metadata);
+        if outcome.is_ok() {
+            let mut value = json!({
+                "result": outcome.result,
+                "stdout": outcome.stdout,
+                "stderr": outcome.stderr,
+            });
+            if outcome.output_truncated {
+                value["output_truncated"] = json!(true);
+            }
+            Ok(ToolOutput::new(value).with_metadata(metadata))
+        } else {
+            let error = outcome.error.clone().unwrap_or_default();
+            if turn_deadline_bounds && error.kind == RunErrorKind::Deadline.as_str() {
+                // One code for one cause: the turn's deadline, as when the turn's own clock ends the call.
+                return Err(ToolError::around(&ended_reason(Code::TurnDeadlineExceeded)).with_metadata(metadata));
+            }
+            let kind = if error.kind.is_empty() { "script_failed".to_owned() } else { error.kind.clone() };
+            let mut message = error.message.clone();
+            if !error.traceback.is_empty() {
+                message = format!("{message}\n{}", error.traceback);
+            }
+            if !outcome.stdout.is_empty() {
+                message = format!("{message}\nstdout:\n{}", outcome.stdout);
+            }
+            Err(ToolError::new(kind, message).with_metadata(metadata))
+        }
+    }
+}
+
+/// Serves one run's calls: each through the one execution path with origin
+/// `Script`, and records the calls the sidecar refused by itself.
+struct ScriptCalls {
+    turn: Arc<dyn TurnAccess>,
+    run_id: String,
+    parent_call_id: String,
+    /// The depth of the script's calls.
+    depth: u32,
+    summary: NestedSummary,
+    /// Calls of this run refused so far (by the sidecar or the turn).
+    refused: AtomicU32,
+    max_refused: u32,
+}
+
+impl ScriptCalls {
+    fn origin(&self) -> CallOrigin {
+        CallOrigin::Script {
+            run_id: self.run_id.clone(),
+            parent_call_id: self.parent_call_id.clone(),
+            depth: self.depth,
+        }
+    }
+
+    /// Counts `result` against the refusal cap when it is a refusal or a
+    /// denial (not a tool's own failure, a time-out, or the turn ending).
+    fn count_refusal(&self, result: &CallResult) {
+        if let CallOutcome::Failed(failure) = &result.outcome {
+            self.count_if_refusal(failure);
+        }
+    }
+
+    /// The one rule of what the refusal cap counts.
+    fn count_if_refusal(&self, failure: &Failure) {
+        if failure.step < Step::Execution
+            && !matches!(failure.code, Code::Cancelled | Code::TurnDeadlineExceeded | Code::SidecarBusy)
+        {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CallHandler for ScriptCalls {
+    async fn call(&self, call: ScriptCall) -> ToolOutcome {
+        let slot = self.summary.begin(&call.id, &call.name);
+        let mut request = CallRequest::new(call.id, call.name, call.args).trace_context(call.trace_context);
+        if call.max_result_bytes > 0 {
+            request = request.max_result_bytes(call.max_result_bytes);
+        }
+        let result = if self.refused.load(Ordering::Relaxed) >= self.max_refused {
+            let failure = Failure::new(&Reason::RefusalCap { max: self.max_refused }, Step::Budget);
+            self.turn.record_refused(request, self.origin(), failure).await
+        } else {
+            let result = self.turn.execute(request, self.origin()).await;
+            self.count_refusal(&result);
+            result
+        };
+        self.summary.settle(slot, &result);
+        script_outcome(result)
+    }
+
+    async fn refused(&self, call: RefusedCall) {
+        let failure = Failure::reported(&call.code, Step::Sidecar, call.message);
+        // Counted before the first await, so calls the script made later see it.
+        self.count_if_refusal(&failure);
+        let slot = self.summary.begin(&call.id, &call.name);
+        // The arguments as far as the sidecar reported them; cut ones stay text.
+        let args = serde_json::from_str(&call.args_json).unwrap_or(Value::String(call.args_json));
+        let request = CallRequest::new(call.id, call.name, args).trace_context(call.trace_context);
+        let result = self.turn.record_refused(request, self.origin(), failure).await;
+        self.summary.settle(slot, &result);
+    }
+}
+
+/// What the script receives: the value, or the failure-shaped result with the
+/// same code and message the model would get.
+fn script_outcome(result: CallResult) -> ToolOutcome {
+    match result.outcome {
+        CallOutcome::Ok(value) => ToolOutcome::Ok(value),
+        CallOutcome::ToolError { code, message } => ToolOutcome::Failed { code, message },
+        CallOutcome::Failed(failure) => {
+            ToolOutcome::Failed { code: failure.code.as_str().to_owned(), message: failure.message }
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! The turn: ONE execution path for model-issued and script-issued tool calls.
+//!
+//! Where things are:
+//! - `state` / `builder`: [`Turn`] and [`TurnBuilder`] — the one tool list,
+//!   the checks' state, approver, audit store, cap, deadline, cancellation
+//! - `limits`: [`TurnLimits`], every limit of a turn and its default
+//! - `execute`: [`Turn::execute`], the ordered steps every call goes through
+//! - `step`: the [`Step`]s; failure codes and their messages are defined once
+//!   for the whole system in `tether_codes` ([`Code`], [`Reason`])
+//! - `call` / `origin`: a call's request, result and failure; who issued it
+//!   and how deep it is nested
+//! - `tool` / `executor` / `registry`: tools as data, how they run (and what
+//!   they may do with the turn: [`TurnAccess`]), the one list
+//! - `policy`, `precheck`, `budget`, `approval`: the individual checks
+//! - `audit`: the records (audit row, ledger row, their shared call identity)
+//! - `store` / `memory`: where records go — the [`AuditStore`] trait, and
+//!   the in-memory store; the SQL stores and choosing one by URL are the
+//!   `tether-stores` crate's
+//! - `events`, `summary`, `guard`: events, the nested-call summary, and
+//!   the guard that makes every started call settle exactly once
+//! - `activate`: the `activate_tools` meta tool
+//! - `stubs`: the typed Python stubs a script's tools are shown as
+//!
+//! No transport and no database driver: the script tool `run_script` (the
+//! sidecar client's adapter) is in `tether-client`, the SQL stores in
+//! `tether-stores`.
+
+mod activate;
+mod approval;
+mod audit;
+mod budget;
+mod builder;
+mod call;
+mod error;
+mod events;
+mod execute;
+mod executor;
+mod guard;
+mod limits;
+mod memory;
+mod origin;
+mod policy;
+mod precheck;
+mod registry;
+mod state;
+mod step;
+mod store;
+mod stubs;
+mod summary;
+mod tool;
+
+pub use activate::activate_tools_tool;
+pub use approval::{
+    Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover,
+};
+pub use audit::{
+    AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, IDENTITY_COLUMNS, LedgerEntry, LedgerState, Redactor,
+    TRUNCATED_KEY, cut, record_args,
+};
+pub use budget::{CallBudget, Reservation};
+pub use builder::{TurnBuilder, new_turn_id};
+pub use call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure};
+pub use error::{StoreError, TurnError};
+pub use events::{EventLog, EventSink, NoEvents, ToolEvent};
+pub use executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};
+pub use limits::{DEFAULT_MAX_RESULT_BYTES, TurnLimits};
+pub use memory::MemoryAuditStore;
+pub use origin::CallOrigin;
+pub use policy::{
+    AdminPolicy, ArgMatch, ArgPattern, CallPattern, PolicyAction, PolicyRule, UserPermissions, glob_match,
+};
+pub use precheck::PreExecutionCheck;
+pub use registry::{ListedTool, Lookup, Tool, ToolRegistry};
+pub use state::{Turn, ended_reason};
+pub use step::Step;
+pub use store::{AuditStore, Commit, StartVerdict, StoreStats, StoreWrite, start_verdict};
+pub use stubs::python_stubs;
+pub use summary::{MAX_NESTED_ENTRIES, NESTED_ARGS_BYTES, NESTED_ERROR_BYTES, NestedSummary, Slot as NestedSlot};
+pub use tether_codes::{Code, Reason};
+pub use tool::{ApprovalRequirement, RepeatRule, ToolDef, ToolError, ToolMeta, ToolOutput, ToolReplay, ToolSpec};
