@@ -8,8 +8,10 @@
 //! - `postgres`: [`PostgresAuditStore`] (many backend replicas)
 //! - `url`: [`open_audit_store`] — a store chosen by URL (`sqlite:PATH`,
 //!   `postgres://…`, `memory:`)
-//! - `suite` (tests): the behaviour every group-commit store shares, run
-//!   against SQLite, PostgreSQL and (the parts that apply) the memory store
+//! - [`conformance`]: the behaviour every [`AuditStore`] must have, a suite
+//!   a store of your own runs from one test ([`conformance::check`]); SQLite,
+//!   PostgreSQL and the memory store run it here
+//! - `suite` (tests): that suite and group commit's own behaviour, per store
 //!
 //! The [`AuditStore`] trait and the in-memory store are the turn's own
 //! (`tether-turn`).
@@ -18,6 +20,7 @@
 use tether_turn::AuditStore;
 use tether_turn::StoreError;
 
+pub mod conformance;
 mod group_commit;
 mod postgres;
 mod sqlite;

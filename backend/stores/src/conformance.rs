@@ -1,0 +1,298 @@
+//! The behaviour every [`AuditStore`] must have, as a suite anyone's store
+//! can run: SQLite, PostgreSQL and the memory store run it here, and a store
+//! of your own runs it from one test.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use tether_stores::conformance::{self, StoreFixture};
+//! use tether_turn::{AuditStore, MemoryAuditStore};
+//!
+//! /// One fresh database per behaviour. `open` makes a new store on the
+//! /// SAME database each time it is called (a backend that restarts, or a
+//! /// second replica); a store in memory hands out the one store.
+//! struct Fresh(Arc<MemoryAuditStore>);
+//!
+//! #[async_trait::async_trait]
+//! impl StoreFixture for Fresh {
+//!     async fn open(&self) -> Arc<dyn AuditStore> {
+//!         self.0.clone()
+//!     }
+//! }
+//!
+//! # async fn example() {
+//! // In a `#[tokio::test(flavor = "multi_thread")]`:
+//! conformance::check(|| async { Fresh(Arc::new(MemoryAuditStore::new())) }).await;
+//! # }
+//! ```
+//!
+//! What is checked ([`BEHAVIOURS`]): ledger rows start once and settle,
+//! following each tool's replay rule, and survive reopening; audit rows come
+//! back with every field; reads see every write enqueued before them; a turn
+//! id is claimed once, also across stores; two stores on one database never
+//! both start one call id or both claim one turn id. A failure panics with
+//! the behaviour's name and what differed.
+//!
+//! The group-commit stores' own behaviour (one transaction per group, a full
+//! queue, a rejected write failing alone) is tested apart, in this crate.
+
+// A failed expectation is the suite's report: it panics, as a test does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use futures::FutureExt as _;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use tether_turn::{
+    ApprovalVerdict, AuditRecord, AuditStore, CallIdentity, CallStatus, LedgerEntry, LedgerState, Step, StoreError,
+    StoreWrite, ToolReplay,
+};
+
+/// A database under test, fresh for each behaviour.
+#[async_trait::async_trait]
+pub trait StoreFixture: Send + Sync + 'static {
+    /// A store on this fixture's database. Each call opens a new store on
+    /// the SAME database (as a backend that restarts, or a second replica);
+    /// a store that keeps its rows in memory returns the one store.
+    async fn open(&self) -> Arc<dyn AuditStore>;
+}
+
+/// A behaviour of the suite: its name, and its check over a fresh fixture.
+pub type Behaviour = (&'static str, fn(&dyn StoreFixture) -> futures::future::BoxFuture<'_, ()>);
+
+/// Every behaviour [`check`] runs, by name.
+pub const BEHAVIOURS: [Behaviour; 6] = [
+    ("ledger rows follow the replay rule and survive reopening", |f| {
+        ledger_rows_follow_the_replay_rule_and_survive_reopening(f).boxed()
+    }),
+    ("audit rows come back with every field", |f| audit_rows_come_back_with_every_field(f).boxed()),
+    ("reads see every write enqueued before them", |f| reads_see_every_write_enqueued_before_them(f).boxed()),
+    ("a turn id is claimed once, also after reopening", |f| {
+        async move { claim_rules(&*f.open().await, &*f.open().await).await }.boxed()
+    }),
+    ("two stores on one database never both start a call id", |f| two_stores_never_both_start_a_call_id(f).boxed()),
+    ("two stores on one database never both claim a turn id", |f| two_stores_never_both_claim_a_turn_id(f).boxed()),
+];
+
+/// Runs every behaviour of [`BEHAVIOURS`], each on a fixture from `fresh`.
+///
+/// # Panics
+/// On the first behaviour the store breaks, with its name and what differed.
+/// Run it on a multi-threaded tokio runtime: two behaviours drive two stores
+/// at once from spawned tasks.
+pub async fn check<F, Fut, X>(fresh: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = X>,
+    X: StoreFixture,
+{
+    for (name, behaviour) in BEHAVIOURS {
+        let fixture = fresh().await;
+        if let Err(panic) = AssertUnwindSafe(behaviour(&fixture)).catch_unwind().await {
+            let why = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            panic!("the audit store breaks the behaviour \"{name}\": {why}");
+        }
+    }
+}
+
+/// The identity of call `call_id` of turn `t1`: every field set, non-ASCII text.
+pub fn identity(call_id: &str) -> CallIdentity {
+    CallIdentity {
+        turn_id: "t1".into(),
+        call_id: call_id.into(),
+        parent_call_id: Some("p".into()),
+        script_run_id: Some("r".into()),
+        tool: "send_email".into(),
+        origin: "script".into(),
+        depth: 1,
+        args: r#"{"to":"dana@example.com","body":"ünïcödé"}"#.into(),
+        args_truncated: true,
+    }
+}
+
+/// A started ledger row of call `call_id` (approval-required, at 1 ms).
+pub fn entry(call_id: &str) -> LedgerEntry {
+    LedgerEntry::started(identity(call_id), true, 1)
+}
+
+/// An audit row of call `call_id` with every field set: the approver's
+/// reason and a failure's detail (multi-line, a secret, non-ASCII text).
+pub fn record(call_id: &str) -> AuditRecord {
+    AuditRecord {
+        call: CallIdentity { origin: "model".into(), depth: 0, parent_call_id: None, ..identity(call_id) },
+        step: Some(Step::Approval),
+        code: Some("approval_denied".into()),
+        approval: Some(ApprovalVerdict::Denied),
+        decided_by: Some("policy".into()),
+        approval_reason: Some("denied by the approval policy: ünïcödé".into()),
+        detail: Some("`RuntimeError`: db password=hunter2 ünïcödé\nline two".into()),
+        status: CallStatus::Failed,
+        started_at_ms: 10,
+        finished_at_ms: 11,
+        duration_us: 1000,
+    }
+}
+
+/// The write that starts call `call_id` (never replayed).
+pub fn started(call_id: &str) -> StoreWrite {
+    StoreWrite::Started { entry: entry(call_id), replay: ToolReplay::Never }
+}
+
+/// The write that settles call `call_id` of turn `t1` as `ok` at `at` ms.
+pub fn settled(call_id: &str, at: i64) -> StoreWrite {
+    StoreWrite::Settled { turn_id: "t1".into(), call_id: call_id.into(), outcome: CallStatus::Ok, settled_at_ms: at }
+}
+
+/// Starts and settles rows under both replay rules, then reads them back
+/// through a new store on the same database.
+pub async fn ledger_rows_follow_the_replay_rule_and_survive_reopening(fixture: &dyn StoreFixture) {
+    {
+        let store = fixture.open().await;
+        store.ledger_started(entry("p/1"), ToolReplay::Never).await.unwrap();
+        store.ledger_started(entry("p/2"), ToolReplay::Safe).await.unwrap();
+        let again = store.ledger_started(entry("p/1"), ToolReplay::Safe).await;
+        assert!(matches!(again, Err(StoreError::Replayed { state: LedgerState::Started, .. })), "{again:?}");
+        store.enqueue(settled("p/1", 5)).await.unwrap().await.unwrap();
+        store.enqueue(settled("p/2", 6)).await.unwrap().await.unwrap();
+        let ran = store.ledger_started(entry("p/1"), ToolReplay::Never).await;
+        assert!(matches!(ran, Err(StoreError::Replayed { state: LedgerState::Settled, .. })), "{ran:?}");
+        // A replay-safe tool restarts its settled row.
+        store.ledger_started(LedgerEntry { started_at_ms: 7, ..entry("p/2") }, ToolReplay::Safe).await.unwrap();
+    }
+    // A new store (as after a crash) sees the same rows, and no more.
+    let store = fixture.open().await;
+    let rows = store.ledger("t1").await.unwrap();
+    assert_eq!(rows.len(), 2, "the refusals wrote nothing: {rows:?}");
+    assert_eq!(
+        (rows[0].state, rows[0].outcome, rows[0].settled_at_ms),
+        (LedgerState::Settled, Some(CallStatus::Ok), Some(5))
+    );
+    assert_eq!(rows[1], LedgerEntry { started_at_ms: 7, ..entry("p/2") }, "restarted: settled fields cleared");
+    assert_eq!(store.ledger("other").await.unwrap(), vec![]);
+}
+
+/// Audit rows with every field set, and with every optional field empty,
+/// come back equal; the ledger keeps the same call identity.
+pub async fn audit_rows_come_back_with_every_field(fixture: &dyn StoreFixture) {
+    let store = fixture.open().await;
+    let row = record("c1");
+    store.enqueue(StoreWrite::Audit(row.clone())).await.unwrap().await.unwrap();
+    let bare = AuditRecord {
+        call: CallIdentity {
+            parent_call_id: None,
+            script_run_id: None,
+            args_truncated: false,
+            depth: 3,
+            ..row.call.clone()
+        },
+        step: None,
+        code: None,
+        approval: None,
+        decided_by: None,
+        approval_reason: None,
+        detail: None,
+        status: CallStatus::Abandoned,
+        ..row.clone()
+    };
+    store.enqueue(StoreWrite::Audit(bare.clone())).await.unwrap().await.unwrap();
+    assert_eq!(store.audit_log("t1").await.unwrap(), vec![row.clone(), bare]);
+    assert_eq!(row.display_name(), Some("Approval denied"));
+    store.ledger_started(LedgerEntry::started(row.call.clone(), false, 3), ToolReplay::Never).await.unwrap();
+    let ledger = store.ledger("t1").await.unwrap();
+    assert_eq!(ledger[0].call, row.call);
+    assert_eq!((ledger[0].approval_required, ledger[0].started_at_ms), (false, 3));
+}
+
+/// Writes enqueued and not awaited are seen, in order, by a later read.
+pub async fn reads_see_every_write_enqueued_before_them(fixture: &dyn StoreFixture) {
+    let store = fixture.open().await;
+    for n in 0..20 {
+        store.try_enqueue(StoreWrite::Audit(record(&format!("c{n}")))).unwrap();
+    }
+    store.try_enqueue(started("p/1")).unwrap();
+    store.try_enqueue(settled("p/1", 9)).unwrap();
+    let audit = store.audit_log("t1").await.unwrap();
+    let ids: Vec<_> = audit.into_iter().map(|r| r.call.call_id).collect();
+    assert_eq!(ids, (0..20).map(|n| format!("c{n}")).collect::<Vec<_>>());
+    assert_eq!(store.ledger("t1").await.unwrap()[0].state, LedgerState::Settled);
+}
+
+/// The claim rules, `store` and `reopened` on one database (for a store in
+/// memory: the same store): a fresh id is claimed once; a claimed id, or one
+/// with rows of a turn built without a claim, is refused with
+/// [`StoreError::TurnTaken`], whose message says what to do.
+pub async fn claim_rules(store: &dyn AuditStore, reopened: &dyn AuditStore) {
+    store.claim_turn("fresh", 1).await.unwrap();
+    for again in [store, reopened] {
+        let taken = again.claim_turn("fresh", 2).await.unwrap_err();
+        assert!(matches!(&taken, StoreError::TurnTaken { turn_id } if turn_id == "fresh"), "{taken:?}");
+        let text = taken.to_string();
+        assert!(text.contains("`fresh` is taken") && text.contains("pass a fresh turn id, or omit it"), "{text}");
+    }
+    // Turn `t1` has rows, written by a turn built without a claim.
+    store.enqueue(StoreWrite::Audit(record("c1"))).await.unwrap().await.unwrap();
+    assert!(matches!(reopened.claim_turn("t1", 3).await, Err(StoreError::TurnTaken { .. })));
+    let ledger_only = LedgerEntry { call: CallIdentity { turn_id: "t2".into(), ..identity("p/1") }, ..entry("p/1") };
+    store.ledger_started(ledger_only, ToolReplay::Never).await.unwrap();
+    assert!(matches!(reopened.claim_turn("t2", 3).await, Err(StoreError::TurnTaken { .. })));
+    // A refused claim wrote nothing: the turn's rows are as they were.
+    assert_eq!(reopened.audit_log("t1").await.unwrap().len(), 1);
+    reopened.claim_turn("another", 4).await.unwrap();
+}
+
+/// Two stores on one database — two backends — starting the same 50 call
+/// ids at once: each is started exactly once; the other store gets a replay
+/// refusal, never an error, and never a second row.
+pub async fn two_stores_never_both_start_a_call_id(fixture: &dyn StoreFixture) {
+    let calls = 50;
+    let stores = [fixture.open().await, fixture.open().await];
+    let mut tasks = Vec::new();
+    for (which, store) in stores.iter().enumerate() {
+        for n in 0..calls {
+            let store = store.clone();
+            // Opposite orders, so that the two meet on the same rows.
+            let n = if which == 0 { n } else { calls - 1 - n };
+            tasks.push(tokio::spawn(async move {
+                let outcome = store.ledger_started(entry(&format!("p/{n}")), ToolReplay::Never).await;
+                (n, outcome)
+            }));
+        }
+    }
+    let mut started = vec![0; calls];
+    for task in tasks {
+        match task.await.unwrap() {
+            (n, Ok(())) => started[n] += 1,
+            (_, Err(StoreError::Replayed { state: LedgerState::Started, .. })) => {}
+            (n, Err(other)) => panic!("call p/{n}: {other}"),
+        }
+    }
+    assert!(started.iter().all(|&times| times == 1), "times each call id was started: {started:?}");
+    assert_eq!(fixture.open().await.ledger("t1").await.unwrap().len(), calls, "one row per call id");
+}
+
+/// Two stores on one database opening the same 30 turn ids at once: each
+/// id is claimed exactly once; the other store gets `TurnTaken`.
+pub async fn two_stores_never_both_claim_a_turn_id(fixture: &dyn StoreFixture) {
+    let turns = 30;
+    let stores = [fixture.open().await, fixture.open().await];
+    let mut tasks = Vec::new();
+    for (which, store) in stores.iter().enumerate() {
+        for n in 0..turns {
+            let store = store.clone();
+            let n = if which == 0 { n } else { turns - 1 - n };
+            tasks.push(tokio::spawn(async move { (n, store.claim_turn(&format!("turn-{n}"), 1).await) }));
+        }
+    }
+    let mut claimed = vec![0; turns];
+    for task in tasks {
+        match task.await.unwrap() {
+            (n, Ok(())) => claimed[n] += 1,
+            (_, Err(StoreError::TurnTaken { .. })) => {}
+            (n, Err(other)) => panic!("turn-{n}: {other}"),
+        }
+    }
+    assert!(claimed.iter().all(|&times| times == 1), "times each turn id was claimed: {claimed:?}");
+}
