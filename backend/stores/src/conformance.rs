@@ -243,27 +243,42 @@ pub async fn claim_rules(store: &dyn AuditStore, reopened: &dyn AuditStore) {
     reopened.claim_turn("another", 4).await.unwrap();
 }
 
-/// Two stores on one database — two backends — starting the same 50 call
-/// ids at once: each is started exactly once; the other store gets a replay
-/// refusal, never an error, and never a second row.
-pub async fn two_stores_never_both_start_a_call_id(fixture: &dyn StoreFixture) {
-    let calls = 50;
+/// Two stores on one database — two backends — doing `op` for the same
+/// `count` items at once, in opposite orders so that they meet on the same
+/// rows: what each attempt returned, with its item.
+async fn race<F, Fut>(fixture: &dyn StoreFixture, count: usize, op: F) -> Vec<(usize, Result<(), StoreError>)>
+where
+    F: Fn(Arc<dyn AuditStore>, usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<(), StoreError>> + Send + 'static,
+{
     let stores = [fixture.open().await, fixture.open().await];
     let mut tasks = Vec::new();
     for (which, store) in stores.iter().enumerate() {
-        for n in 0..calls {
-            let store = store.clone();
-            // Opposite orders, so that the two meet on the same rows.
-            let n = if which == 0 { n } else { calls - 1 - n };
-            tasks.push(tokio::spawn(async move {
-                let outcome = store.ledger_started(entry(&format!("p/{n}")), ToolReplay::Never).await;
-                (n, outcome)
-            }));
+        for n in 0..count {
+            let (store, op) = (store.clone(), op.clone());
+            let n = if which == 0 { n } else { count - 1 - n };
+            tasks.push(tokio::spawn(async move { (n, op(store, n).await) }));
         }
     }
-    let mut started = vec![0; calls];
+    let mut outcomes = Vec::new();
     for task in tasks {
-        match task.await.unwrap() {
+        outcomes.push(task.await.unwrap());
+    }
+    outcomes
+}
+
+/// Two stores on one database starting the same 50 call ids at once: each
+/// is started exactly once; the other store gets a replay refusal, never an
+/// error, and never a second row.
+pub async fn two_stores_never_both_start_a_call_id(fixture: &dyn StoreFixture) {
+    let calls = 50;
+    let outcomes = race(fixture, calls, |store, n| async move {
+        store.ledger_started(entry(&format!("p/{n}")), ToolReplay::Never).await
+    })
+    .await;
+    let mut started = vec![0; calls];
+    for outcome in outcomes {
+        match outcome {
             (n, Ok(())) => started[n] += 1,
             (_, Err(StoreError::Replayed { state: LedgerState::Started, .. })) => {}
             (n, Err(other)) => panic!("call p/{n}: {other}"),
@@ -277,18 +292,11 @@ pub async fn two_stores_never_both_start_a_call_id(fixture: &dyn StoreFixture) {
 /// id is claimed exactly once; the other store gets `TurnTaken`.
 pub async fn two_stores_never_both_claim_a_turn_id(fixture: &dyn StoreFixture) {
     let turns = 30;
-    let stores = [fixture.open().await, fixture.open().await];
-    let mut tasks = Vec::new();
-    for (which, store) in stores.iter().enumerate() {
-        for n in 0..turns {
-            let store = store.clone();
-            let n = if which == 0 { n } else { turns - 1 - n };
-            tasks.push(tokio::spawn(async move { (n, store.claim_turn(&format!("turn-{n}"), 1).await) }));
-        }
-    }
+    let outcomes =
+        race(fixture, turns, |store, n| async move { store.claim_turn(&format!("turn-{n}"), 1).await }).await;
     let mut claimed = vec![0; turns];
-    for task in tasks {
-        match task.await.unwrap() {
+    for outcome in outcomes {
+        match outcome {
             (n, Ok(())) => claimed[n] += 1,
             (_, Err(StoreError::TurnTaken { .. })) => {}
             (n, Err(other)) => panic!("turn-{n}: {other}"),
