@@ -6,6 +6,7 @@ use super::origin::CallOrigin;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
+use tether_codes::string_enum;
 
 /// What the approver is shown.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,35 +50,20 @@ impl ApprovalDecision {
     }
 }
 
-/// How an approval step ended, as stored in the audit log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ApprovalVerdict {
-    /// The approver said yes.
-    Approved,
-    /// The approver said no.
-    Denied,
-    /// The approver did not answer within the wait limit.
-    TimedOut,
-    /// The turn ended while the approver was deciding.
-    Abandoned,
-}
-
-impl ApprovalVerdict {
-    /// `"approved"`, `"denied"`, `"timed_out"` or `"abandoned"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalVerdict::Approved => "approved",
-            ApprovalVerdict::Denied => "denied",
-            ApprovalVerdict::TimedOut => "timed_out",
-            ApprovalVerdict::Abandoned => "abandoned",
-        }
-    }
-
-    /// The verdict named `name` by [`ApprovalVerdict::as_str`], if any.
-    pub fn parse(name: &str) -> Option<Self> {
-        [ApprovalVerdict::Approved, ApprovalVerdict::Denied, ApprovalVerdict::TimedOut, ApprovalVerdict::Abandoned]
-            .into_iter()
-            .find(|v| v.as_str() == name)
+string_enum! {
+    /// How an approval step ended, as stored in the audit log by its name
+    /// ([`ApprovalVerdict::as_str`]): `"approved"`, `"denied"`, `"timed_out"`
+    /// or `"abandoned"`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ApprovalVerdict {
+        /// The approver said yes.
+        Approved => "approved",
+        /// The approver said no.
+        Denied => "denied",
+        /// The approver did not answer within the wait limit.
+        TimedOut => "timed_out",
+        /// The turn ended while the approver was deciding.
+        Abandoned => "abandoned",
     }
 }
 

@@ -9,9 +9,8 @@ use super::call::CallStatus;
 use super::origin::CallOrigin;
 use super::step::Step;
 use serde_json::Value;
-use std::fmt;
 use std::sync::Arc;
-use tether_codes::Code;
+use tether_codes::{Code, string_enum};
 
 /// Default cap on the arguments stored in an audit or ledger row: 4 KiB.
 /// Arguments over it are stored as a [marked cut](record_args); the script
@@ -123,40 +122,24 @@ impl AuditRecord {
     }
 }
 
-/// Whether a ledger row's call is known to have finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LedgerState {
-    /// Recorded before the tool ran; the effect may or may not have happened.
-    Started,
-    /// The tool returned; [`LedgerEntry::outcome`] says how.
-    Settled,
+string_enum! {
+    /// Whether a ledger row's call is known to have finished; stored by its
+    /// name ([`LedgerState::as_str`]), `"started"` or `"settled"`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum LedgerState {
+        /// Recorded before the tool ran; the effect may or may not have happened.
+        Started => "started",
+        /// The tool returned; [`LedgerEntry::outcome`] says how.
+        Settled => "settled",
+    }
 }
 
 impl LedgerState {
-    /// `"started"` or `"settled"`, as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LedgerState::Started => "started",
-            LedgerState::Settled => "settled",
-        }
-    }
-
-    /// The state named `name` by [`LedgerState::as_str`], if any.
-    pub fn parse(name: &str) -> Option<LedgerState> {
-        [LedgerState::Started, LedgerState::Settled].into_iter().find(|s| s.as_str() == name)
-    }
-
     /// The state a store read as `name`. The tables allow nothing else, but
     /// an unknown name counts as `Started`: the state that says the effect
     /// may have happened.
     pub fn from_stored(name: &str) -> LedgerState {
         LedgerState::parse(name).unwrap_or(LedgerState::Started)
-    }
-}
-
-impl fmt::Display for LedgerState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

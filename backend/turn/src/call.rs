@@ -5,7 +5,7 @@ use super::approval::ApprovalRecord;
 use super::step::Step;
 use serde_json::{Value, json};
 use std::fmt;
-use tether_codes::{Code, Reason};
+use tether_codes::{Code, Reason, string_enum};
 use tether_telemetry::TraceContext;
 
 /// A tool call as issued: by the model, or by a script through the sidecar.
@@ -105,43 +105,28 @@ pub enum CallOutcome {
     Failed(Failure),
 }
 
-/// The status of a finished call, as stored in the audit log and the
-/// nested-call summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CallStatus {
-    /// The tool returned a value.
-    Ok,
-    /// The tool reported its own failure.
-    Error,
-    /// Refused, denied, timed out or cancelled while the turn waited on it.
-    Failed,
-    /// Dropped before it settled (its parent settled, or the turn ended and
-    /// dropped it mid-way).
-    Abandoned,
-    /// The tool ran (its effect happened), but its result could not be handed
-    /// back (too large, or unreadable).
-    Undelivered,
+string_enum! {
+    /// The status of a finished call, as stored in the audit log and the
+    /// nested-call summary by its name ([`CallStatus::as_str`]): `"ok"`,
+    /// `"error"`, `"failed"`, `"abandoned"` or `"undelivered"`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum CallStatus {
+        /// The tool returned a value.
+        Ok => "ok",
+        /// The tool reported its own failure.
+        Error => "error",
+        /// Refused, denied, timed out or cancelled while the turn waited on it.
+        Failed => "failed",
+        /// Dropped before it settled (its parent settled, or the turn ended and
+        /// dropped it mid-way).
+        Abandoned => "abandoned",
+        /// The tool ran (its effect happened), but its result could not be handed
+        /// back (too large, or unreadable).
+        Undelivered => "undelivered",
+    }
 }
 
 impl CallStatus {
-    /// `"ok"`, `"error"`, `"failed"`, `"abandoned"` or `"undelivered"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallStatus::Ok => "ok",
-            CallStatus::Error => "error",
-            CallStatus::Failed => "failed",
-            CallStatus::Abandoned => "abandoned",
-            CallStatus::Undelivered => "undelivered",
-        }
-    }
-
-    /// The status named `name` by [`CallStatus::as_str`], if any.
-    pub fn parse(name: &str) -> Option<CallStatus> {
-        [CallStatus::Ok, CallStatus::Error, CallStatus::Failed, CallStatus::Abandoned, CallStatus::Undelivered]
-            .into_iter()
-            .find(|s| s.as_str() == name)
-    }
-
     /// The status a store read as `name`; an unknown name counts as `Failed`.
     pub fn from_stored(name: &str) -> CallStatus {
         CallStatus::parse(name).unwrap_or(CallStatus::Failed)

@@ -406,13 +406,22 @@ mod tests {
     use tether_codes::Code;
     use tokio::sync::Notify;
 
+    /// How long a call of `overlap` waits in the tool for another call to
+    /// join it. Calls the turn lets run together are polled by the same
+    /// `join_all` as the one waiting and join it at once, whatever the load;
+    /// the limit only ends the wait of a call that runs alone, so no result
+    /// depends on it.
+    const JOIN_WAIT: Duration = Duration::from_millis(200);
+
     /// Counts executions per tool; `hold` waits for `release`;
-    /// `overlap_safe` waits until three of it run at once.
+    /// `overlap_safe` waits until three of it run at once; `overlap` counts
+    /// the calls in it (`live`, most at once `peak`) and stays until another
+    /// joins it, or for [`JOIN_WAIT`].
     struct Probe {
         runs: Mutex<HashMap<String, u32>>,
         entered: Notify,
         release: Notify,
-        live: AtomicU32,
+        live: tokio::sync::watch::Sender<u32>,
         peak: AtomicU32,
         together: tokio::sync::Barrier,
     }
@@ -423,7 +432,7 @@ mod tests {
                 runs: Mutex::default(),
                 entered: Notify::new(),
                 release: Notify::new(),
-                live: AtomicU32::new(0),
+                live: tokio::sync::watch::Sender::new(0),
                 peak: AtomicU32::new(0),
                 together: tokio::sync::Barrier::new(3),
             }
@@ -455,10 +464,17 @@ mod tests {
                         probe.together.wait().await;
                     }
                     "overlap" => {
-                        let now = probe.live.fetch_add(1, Ordering::SeqCst) + 1;
+                        let mut now = 0;
+                        probe.live.send_modify(|live| {
+                            *live += 1;
+                            now = *live;
+                        });
                         probe.peak.fetch_max(now, Ordering::SeqCst);
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        probe.live.fetch_sub(1, Ordering::SeqCst);
+                        // Stay until another call is in the tool too (`peak` has seen both), or
+                        // for `JOIN_WAIT` when none comes.
+                        let mut live = probe.live.subscribe();
+                        let _ = tokio::time::timeout(JOIN_WAIT, live.wait_for(|&live| live > 1)).await;
+                        probe.live.send_modify(|live| *live -= 1);
                     }
                     "panics" => panic!("boom"),
                     "fails" => return Err(crate::ToolError::new("not_found", "nothing there")),
@@ -718,8 +734,11 @@ mod tests {
     #[tokio::test]
     async fn script_calls_of_unsafe_tools_run_alone() {
         let s = setup(PolicyApprover::approve_all(), |b| b);
+        // Each call stays in the tool until another joins it: run together, two would be in it at once.
         let calls = (1..=3).map(|n| s.turn.execute(CallRequest::new(format!("p/{n}"), "overlap", json!({})), script()));
-        futures::future::join_all(calls).await;
+        let results = futures::future::join_all(calls).await;
+        assert!(results.iter().all(|r| r.failure().is_none()), "{results:?}");
+        assert_eq!(s.probe.runs("overlap"), 3);
         assert_eq!(s.probe.peak.load(Ordering::SeqCst), 1, "unsafe: one at a time");
         // Safe calls only finish once all three run at once; run alone they would wait forever.
         let calls =
