@@ -9,12 +9,7 @@ use tether_sidecar::SidecarConfig;
 /// the client's run future (and with it the stream).
 async fn drop_stream_after_first_call(source: &str, config: SidecarConfig) {
     let (sidecar, client) = sidecar_with(config).await;
-    let recorder = Recorder::new();
-    let run = {
-        let (client, recorder, request) = (client.clone(), recorder.clone(), demo_request(source));
-        tokio::spawn(async move { client.run(request, recorder.as_ref()).await })
-    };
-    tokio::time::timeout(Duration::from_secs(60), recorder.entered.notified()).await.expect("the script made its call");
+    let (run, _recorder) = spawn_held(&client, demo_request(source)).await;
     assert_eq!(sidecar.sidecar.live_runs(), 1);
     run.abort();
     let _ = run.await;

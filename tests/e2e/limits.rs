@@ -44,12 +44,7 @@ async fn batched_calls_count_one_each_against_the_cap() {
 #[tokio::test]
 async fn a_waiting_run_gives_back_its_only_slot() {
     let (_sidecar, client) = sidecar_with(SidecarConfig { slots: 1, ..test_config() }).await;
-    let holder = Recorder::new();
-    let a = {
-        let (client, holder) = (client.clone(), holder.clone());
-        tokio::spawn(async move { client.run(demo_request("hold()\n'a done'"), holder.as_ref()).await })
-    };
-    tokio::time::timeout(Duration::from_secs(60), holder.entered.notified()).await.unwrap();
+    let (a, holder) = spawn_held(&client, demo_request("hold()\n'a done'")).await;
     // A is parked on its call; B must get the one slot and finish.
     let (b, _) = run_demo(&client, "'b done'").await;
     assert_eq!(b.result, Some(json!("b done")));
@@ -62,12 +57,7 @@ async fn a_waiting_run_gives_back_its_only_slot() {
 #[tokio::test]
 async fn past_the_waiting_runs_cap_a_call_is_refused_with_call_it_directly() {
     let (_sidecar, client) = sidecar_with(SidecarConfig { max_waiting_runs: 1, ..test_config() }).await;
-    let holder = Recorder::new();
-    let a = {
-        let (client, holder) = (client.clone(), holder.clone());
-        tokio::spawn(async move { client.run(demo_request("hold()\n'a done'"), holder.as_ref()).await })
-    };
-    tokio::time::timeout(Duration::from_secs(60), holder.entered.notified()).await.unwrap();
+    let (a, holder) = spawn_held(&client, demo_request("hold()\n'a done'")).await;
     let (b, b_calls) =
         run_demo(&client, "r = get_contract(customer_id='c1')\n[r['ok'], r['error']['code'], r['error']['message']]")
             .await;
@@ -87,12 +77,7 @@ async fn past_the_waiting_runs_cap_a_call_is_refused_with_call_it_directly() {
 async fn waiting_on_a_tool_does_not_count_as_cpu_time() {
     let limits = Limits { cpu_time: Duration::from_secs(1), ..Limits::default() };
     let (_sidecar, client) = sidecar_with(config_with(limits)).await;
-    let holder = Recorder::new();
-    let run = {
-        let (client, holder) = (client.clone(), holder.clone());
-        tokio::spawn(async move { client.run(demo_request("hold()\n'done'"), holder.as_ref()).await })
-    };
-    tokio::time::timeout(Duration::from_secs(60), holder.entered.notified()).await.unwrap();
+    let (run, holder) = spawn_held(&client, demo_request("hold()\n'done'")).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     holder.release();
     let outcome = run.await.unwrap().unwrap();
@@ -262,12 +247,7 @@ async fn cancel_ends_a_computing_run() {
 async fn a_cpu_bound_script_on_every_slot_does_not_stop_describe_or_other_calls() {
     let (sidecar, client) = sidecar_with(SidecarConfig { slots: 2, ..test_config() }).await;
     // Run C parks on a call first, then both slots fill with spinners.
-    let holder = Recorder::new();
-    let c = {
-        let (client, holder) = (client.clone(), holder.clone());
-        tokio::spawn(async move { client.run(demo_request("hold()\n'c done'"), holder.as_ref()).await })
-    };
-    tokio::time::timeout(Duration::from_secs(60), holder.entered.notified()).await.unwrap();
+    let (c, holder) = spawn_held(&client, demo_request("hold()\n'c done'")).await;
     // Spinners that end themselves at a 2 s CPU limit.
     let spinners: Vec<_> = (0..2)
         .map(|_| {
@@ -332,12 +312,7 @@ async fn runs_share_the_sidecar_memory_budget() {
         ..RunRequest::python("r", script)
     };
     // A takes 64 MiB and keeps it while it waits on a tool.
-    let holder = Recorder::new();
-    let a = {
-        let (client, holder, request) = (client.clone(), holder.clone(), rust("alloc 64\ncall hold {}"));
-        tokio::spawn(async move { client.run(request, holder.as_ref()).await })
-    };
-    tokio::time::timeout(Duration::from_secs(60), holder.entered.notified()).await.unwrap();
+    let (a, holder) = spawn_held(&client, rust("alloc 64\ncall hold {}")).await;
     assert!(sidecar.sidecar.guest_memory_bytes() >= 64 << 20);
 
     let b = client.run(rust("alloc 64"), Recorder::new().as_ref()).await.unwrap();

@@ -3,12 +3,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tether_backend::{
-    CallHandler, RefusedCall, RunOutcome, RunRequest, ScriptCall, SidecarClient, ToolDef, ToolOutcome, pb,
+    CallHandler, ClientError, RefusedCall, RunOutcome, RunRequest, ScriptCall, SidecarClient, ToolDef, ToolOutcome, pb,
 };
 use tether_cli::demo::DemoWorld;
 use tether_cli::embedded::EmbeddedSidecar;
 use tether_sidecar::SidecarConfig;
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 
 /// The runtime name the example Rust guest is registered under.
 pub const RUST_GUEST: &str = "rust-example";
@@ -139,6 +140,26 @@ pub async fn run_demo(client: &SidecarClient, source: &str) -> (RunOutcome, Arc<
     let recorder = Recorder::new();
     let outcome = client.run(demo_request(source), recorder.as_ref()).await.expect("the run completes");
     (outcome, recorder)
+}
+
+/// A run on a task of its own, and the [`Recorder`] answering its calls.
+pub type SpawnedRun = (JoinHandle<Result<RunOutcome, ClientError>>, Arc<Recorder>);
+
+/// Starts `request` on a task of its own with a fresh [`Recorder`], and
+/// returns once the script is in its first `hold` call (where it stays until
+/// [`Recorder::release`]) or has made its first `ping` call; panics after 60 s.
+/// No sleep decides anything: `Recorder::entered` keeps its notice for a
+/// waiter that comes late.
+pub async fn spawn_held(client: &SidecarClient, request: RunRequest) -> SpawnedRun {
+    let recorder = Recorder::new();
+    let run = {
+        let (client, recorder) = (client.clone(), recorder.clone());
+        tokio::spawn(async move { client.run(request, recorder.as_ref()).await })
+    };
+    tokio::time::timeout(Duration::from_secs(60), recorder.entered.notified())
+        .await
+        .expect("the script reaches its first `hold` or `ping` call");
+    (run, recorder)
 }
 
 /// Waits until `condition` holds, polling; panics after `limit`.

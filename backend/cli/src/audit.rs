@@ -3,12 +3,13 @@
 //! calls under its `run_script` call, an agent tool's nested turn under the
 //! agent call — and can be filtered by script run or failure code.
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
 use tether_backend::agent::{AGENT_TOOL_PREFIX, nested_turn_id};
-use tether_backend::turn::{AuditRecord, AuditStore, CallIdentity, LedgerEntry};
+use tether_backend::turn::{AuditRecord, AuditStore, AuditStoreUrl, CallIdentity, LedgerEntry};
 
 /// Which rows to show.
 #[derive(Debug, Clone, Default)]
@@ -217,6 +218,28 @@ pub fn to_json(turn_id: &str, records: &TurnRecords, filter: &Filter) -> Value {
         })
         .collect();
     json!({"turn_id": turn_id, "audit": audit, "ledger": ledger})
+}
+
+/// `tether audit`: turn `turn_id`'s records in the audit store at `url`
+/// that `filter` keeps, as [`render`]'s text or (with `json`) as
+/// [`to_json`]'s JSON, pretty-printed on lines of its own.
+///
+/// # Errors
+/// If the store cannot be opened or read, or holds no rows for the turn
+/// (saying to pass the store the turn was run with).
+pub async fn show(url: &AuditStoreUrl, turn_id: &str, filter: &Filter, json: bool) -> anyhow::Result<String> {
+    let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
+    let records = read(&store, turn_id).await?;
+    if records.audit.is_empty() && records.ledger.is_empty() {
+        anyhow::bail!(
+            "no rows for turn `{turn_id}` in {url}; pass the audit store the turn was run with (--audit-store)"
+        );
+    }
+    Ok(if json {
+        format!("{}\n", serde_json::to_string_pretty(&to_json(turn_id, &records, filter))?)
+    } else {
+        render(turn_id, &records, filter)
+    })
 }
 
 #[cfg(test)]

@@ -2,8 +2,12 @@
 //! names, over the configured tools, `run_script` and the peer agents. Every
 //! call the model makes, and every call its scripts and agent tools make,
 //! goes through the turn's one execution path (checks, approval, audit).
+//! [`chat_loop`] reads the user's messages from the terminal, one turn each;
+//! [`ask`] answers one question.
 
+use crate::terminal::TerminalApprover;
 use crate::turn::TurnSetup;
+use crate::wiring::{Backend, turn_id};
 use anyhow::Context;
 use serde_json::{Value, json};
 use std::io::Write;
@@ -156,6 +160,95 @@ impl Session {
         }
         Ok((turn, run))
     }
+}
+
+/// A session with `agent` over `backend`'s tools, `run_script`, approver
+/// and audit store, its turns' ids made from `kind` ([`turn_id`]).
+fn session(backend: &Backend, agent: String, agents: AgentsConfig, live: Arc<LiveView>, kind: &str) -> Session {
+    Session::new(
+        agent,
+        agents,
+        backend.setup.clone(),
+        backend.tools.clone(),
+        backend.script.clone(),
+        live,
+        turn_id(kind),
+    )
+}
+
+/// `tether chat`: reads a message per line until the end of input (or
+/// `/exit`), each one a turn; prints the answer, or why there is none and
+/// which approval-required actions ran.
+///
+/// # Errors
+/// If the terminal cannot be read, or a turn cannot be set up or its audit log read.
+pub async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -> anyhow::Result<()> {
+    let live = Arc::new(LiveView::default());
+    let mut session = session(backend, agent, agents, live.clone(), "chat");
+    // Lines are read through the approval prompt's input when it is on this
+    // terminal, so a typed answer is never taken as a message.
+    let terminal = backend.terminal.clone().unwrap_or_else(|| Arc::new(TerminalApprover::new("terminal")));
+    eprintln!(
+        "chatting with agent `{}` over {} tools and run_script, on the sidecar at {} (end with Ctrl-D or /exit)",
+        session.agent(),
+        backend.tools.tools().len(),
+        backend.address
+    );
+    loop {
+        // Ctrl-C at the prompt ends the chat; during a turn it cancels the turn.
+        let line = tokio::select! {
+            line = terminal.read_line("\nyou> ") => line?,
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let Some(line) = line else { break };
+        let message = line.trim();
+        if message.is_empty() {
+            continue;
+        }
+        if message == "/exit" {
+            break;
+        }
+        eprint!("{}> ", session.agent());
+        let (turn, run) = tokio::select! {
+            sent = session.send(message) => sent?,
+            _ = tokio::signal::ctrl_c() => {
+                // Dropping the turn's future ends its calls in flight (a script
+                // run ends with its stream); each still gets its audit row.
+                live.finish_line();
+                eprintln!("(cancelled; the conversation is as it was before this message)");
+                continue;
+            }
+        };
+        live.finish_line();
+        match &run.result {
+            Ok(_) => {}
+            Err(error) => {
+                eprintln!("(no answer: {error})");
+                for action in &run.possibly_executed {
+                    eprintln!(
+                        "  ran before the turn ended (not retried): {} {} {}",
+                        action.call.call_id, action.call.tool, action.call.args
+                    );
+                }
+            }
+        }
+        eprintln!("(turn {}: {} calls; {})", turn.id(), turn.audit_log().await?.len(), backend.audit_hint(turn.id()));
+    }
+    Ok(())
+}
+
+/// `tether ask`: `question` as one turn of a new session with `agent`,
+/// shown live on stderr; the answer as [`ask_report`] gives it.
+///
+/// # Errors
+/// If the turn cannot be set up or its audit log read.
+pub async fn ask(backend: &Backend, agent: String, agents: AgentsConfig, question: &str) -> anyhow::Result<Value> {
+    let live = Arc::new(LiveView::default());
+    let mut session = session(backend, agent, agents, live.clone(), "ask");
+    let (turn, run) = session.send(question).await?;
+    live.finish_line();
+    eprintln!("audit: {}", backend.audit_hint(turn.id()));
+    ask_report(&turn, &run).await
 }
 
 /// `tether ask`'s answer as JSON: the text or why there is none, the turn,

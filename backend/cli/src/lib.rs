@@ -1,10 +1,18 @@
 //! The `tether` command's pieces, public so the end-to-end tests run the very
-//! demo a newcomer runs.
+//! demo a newcomer runs. The binary (`main.rs`) only parses the command line
+//! and dispatches to these.
 //!
+//! - [`wiring`]: what a command's flags and config make — the tools, a
+//!   sidecar, the approver, the audit store — and every turn is opened from it
+//! - [`turn`]: the CLI's turn — the configured tools and `run_script` in one list
+//! - [`chat`]: `tether chat` and `tether ask` — the agent loop on the model the
+//!   user names, the chat's read loop and the live view
+//! - [`listing`]: `tether tools` and `tether stubs` — the tools with their
+//!   metadata, and the typed Python API a script sees
+//! - [`audit`]: `tether audit` — a turn's audit rows and ledger read back, as
+//!   the tree of calls
 //! - [`demo`]: the demo world's data (and its tools in memory, for tests)
 //! - [`demo_db`]: the demo world as a SQLite database and `examples/demo.toml`
-//! - [`turn`]: the CLI's turn — the configured tools and `run_script` in one list
-//! - [`listing`]: `tether tools` — the tools with their metadata
 //! - [`embedded`]: a sidecar in the same process, served on loopback
 //! - [`terminal`]: the terminal approver (asks a person, shows the exact arguments)
 
@@ -16,3 +24,4 @@ pub mod embedded;
 pub mod listing;
 pub mod terminal;
 pub mod turn;
+pub mod wiring;

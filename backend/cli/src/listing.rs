@@ -1,11 +1,18 @@
-//! `tether tools`: each tool of a tool set with where it comes from and the
-//! metadata the turn decides by, then each MCP server's state, then the
-//! agents and the agent tools each is offered.
+//! What the configured tools look like. `tether tools`: each tool of a tool
+//! set with where it comes from and the metadata the turn decides by, then
+//! each MCP server's state, then the agents and the agent tools each is
+//! offered. `tether stubs`: the typed Python API a script sees, made from a
+//! turn's own tool list.
 
+use crate::chat::ModelChoice;
+use crate::wiring::Source;
 use std::fmt::Write;
-use tether_backend::agent::{AgentsConfig, agent_tool_name, effective_agent_tools};
+use std::sync::Arc;
+use tether_backend::agent::{
+    AgentsConfig, NestedTurnSetup, NoAgentEvents, PeerAgents, agent_tool_name, effective_agent_tools,
+};
 use tether_backend::tools::{ServerStatus, ToolSet};
-use tether_backend::turn::{ApprovalRequirement, RepeatRule, ToolMeta, ToolReplay};
+use tether_backend::turn::{ApprovalRequirement, RepeatRule, ToolMeta, ToolReplay, Turn};
 
 /// The metadata in words, e.g. `read-only, concurrent, timeout 30s`.
 pub fn describe_meta(meta: &ToolMeta) -> String {
@@ -83,6 +90,36 @@ pub fn render_agents(agents: &AgentsConfig) -> String {
         let _ = writeln!(out, "  {name}: `{}` at {}; agent tools offered: {offered}", agent.model, agent.base_url);
     }
     out
+}
+
+/// `tether stubs`: the typed Python API a script sees for `source`'s tools,
+/// or, with `agent`, as that agent's model sees them (its agent tools
+/// included). Ends the tools and `source`.
+///
+/// Made from a turn's own list, so a script sees exactly this. No script
+/// runs, so the turn needs no sidecar (`run_script` is never offered to
+/// scripts anyway).
+///
+/// # Errors
+/// If a tool source cannot be started, `agent` is not configured, or two
+/// tools share a name.
+pub async fn stubs(source: Source, agent: Option<String>) -> anyhow::Result<String> {
+    let tools = ToolSet::start(&source.config.tools).await?;
+    let outcome = (|| {
+        let mut builder = tools.add_to(Turn::builder("stubs").limits(source.config.turn.limits.clone()));
+        if let Some(agent) = &agent {
+            let (agent, agents) =
+                ModelChoice { agent: Some(agent.clone()), ..ModelChoice::default() }.resolve(&source.config.agents)?;
+            let nested: NestedTurnSetup = Arc::new(|_: &str, builder| builder);
+            for tool in PeerAgents::new(agents, nested, Arc::new(NoAgentEvents)).tools_for(Some(&agent))? {
+                builder = builder.add_tool(tool);
+            }
+        }
+        anyhow::Ok(builder.build()?.script_stubs())
+    })();
+    tools.shutdown().await;
+    source.finish(false)?;
+    outcome
 }
 
 #[cfg(test)]

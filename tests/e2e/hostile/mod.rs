@@ -32,7 +32,6 @@ pub use crate::support::*;
 pub use serde_json::json;
 use std::future::Future;
 pub use std::sync::Arc;
-use std::time::Duration;
 pub use tether_backend::{RunOutcome, RunRequest, SidecarClient, pb};
 
 /// A Python run of `source` over the test tools.
@@ -80,14 +79,7 @@ const BYSTANDER: &str = "a = get_contract(customer_id='c1')\nhold()\nb = get_con
 /// made a call and waits on `hold` until `hostile` is done), then checks the
 /// normal run completes with the right result.
 pub async fn alongside<T>(client: &SidecarClient, hostile: impl Future<Output = T>) -> T {
-    let recorder = Recorder::new();
-    let bystander = {
-        let (client, recorder) = (client.clone(), recorder.clone());
-        tokio::spawn(async move { client.run(python(BYSTANDER), recorder.as_ref()).await })
-    };
-    tokio::time::timeout(Duration::from_secs(60), recorder.entered.notified())
-        .await
-        .expect("the bystander waits on `hold`");
+    let (bystander, recorder) = spawn_held(client, python(BYSTANDER)).await;
     let value = hostile.await;
     recorder.release();
     let outcome = bystander.await.unwrap().expect("the bystander run completes");

@@ -1,0 +1,268 @@
+//! What a command's flags and config make: the tools (a config file's, or
+//! the demo world's over a database this command creates), a sidecar
+//! (embedded in this process, or the one `--sidecar` names), the approver
+//! `--approval` picks, the audit store `--audit-store` names, and the turns
+//! over them.
+//!
+//! Every turn a command runs is opened from one [`Backend`], so the model's
+//! calls, its scripts' calls and nested agent turns all get the same tools,
+//! `run_script`, approver and audit store; [`Backend::stop`] ends what
+//! [`Backend::start`] started (the MCP servers, an embedded sidecar, a
+//! temporary demo database).
+
+use crate::demo_db;
+use crate::embedded::EmbeddedSidecar;
+use crate::terminal::TerminalApprover;
+use crate::turn::{PrintEvents, TurnSetup, script_tool};
+use anyhow::Context;
+use clap::ValueEnum;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tether_backend::SidecarClient;
+use tether_backend::tools::{Config, ToolSet, Vars};
+use tether_backend::turn::{Approver, AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover, Tool};
+use tether_sidecar::SidecarConfig;
+
+/// The flags, shared by every command, that choose its backend.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct BackendArgs {
+    /// Use the sidecar at this address (`http://host:port` or `unix:/path`)
+    /// instead of one embedded in this process.
+    #[arg(long, global = true, env = "TETHER_SIDECAR")]
+    pub sidecar: Option<String>,
+    /// Who approves calls that need approval (default: `ask` for `chat`,
+    /// `policy` otherwise).
+    #[arg(long, global = true, value_enum)]
+    pub approval: Option<Approval>,
+    /// Where the audit log and effect ledger go, as a URL: `sqlite:PATH` or a
+    /// plain path (default: a SQLite file in the temp directory),
+    /// `postgres://USER@HOST:PORT/DATABASE` (many backend replicas), or
+    /// `memory:` (see docs/audit.md).
+    #[arg(long, global = true, env = "TETHER_AUDIT_STORE", alias = "audit-db", value_name = "URL")]
+    pub audit_store: Option<String>,
+    /// Create the demo world's database here and keep it (default: a fresh
+    /// file in the temp directory, removed afterwards). Configs read its path
+    /// as `${TETHER_DEMO_DB}`.
+    #[arg(long, global = true)]
+    pub demo_db: Option<PathBuf>,
+}
+
+/// Who approves the calls that need approval (`--approval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Approval {
+    /// A headless policy approves every request.
+    Policy,
+    /// Ask on this terminal, showing the exact arguments.
+    Ask,
+    /// Deny every request.
+    Deny,
+}
+
+/// Where the tools come from: a config file, or the demo world's; either
+/// way with the demo world's database as `${TETHER_DEMO_DB}` (unless the
+/// environment names one). Ended with [`Source::finish`].
+pub struct Source {
+    /// The tools', agents' and turns' configuration.
+    pub config: Config,
+    /// True for the built-in demo config.
+    demo: bool,
+    /// The demo database this run created, and whether to remove it afterwards.
+    demo_db: Option<(PathBuf, bool)>,
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("config", &self.config.path)
+            .field("demo", &self.demo)
+            .field("demo_db", &self.demo_db)
+            .finish()
+    }
+}
+
+impl Source {
+    /// The tools of the config file at `config` (the demo world's without
+    /// one), with the demo database created at `demo_db` (a temporary file
+    /// without one) unless `TETHER_DEMO_DB` names one and `demo_db` is unset.
+    ///
+    /// # Errors
+    /// If the demo database cannot be created or the config cannot be read.
+    pub fn load(config: Option<PathBuf>, demo_db: Option<PathBuf>) -> anyhow::Result<Source> {
+        let (db, created) = match std::env::var_os(demo_db::DB_VAR) {
+            Some(path) if demo_db.is_none() => (PathBuf::from(path), None),
+            _ => {
+                let (path, remove) = match demo_db {
+                    Some(path) => (path, false),
+                    None => (demo_db::default_path(), true),
+                };
+                demo_db::create(&path).context("cannot create the demo database")?;
+                (path.clone(), Some((path, remove)))
+            }
+        };
+        let (config, demo) = match config {
+            Some(path) => {
+                let vars = Vars::from_env().set(demo_db::DB_VAR, db.display().to_string());
+                (Config::load(&path, &vars)?, false)
+            }
+            None => (demo_db::config(&db)?, true),
+        };
+        Ok(Source { config, demo, demo_db: created })
+    }
+
+    /// With `report`, prints the demo world's outbox (after the demo, or
+    /// when the script wrote to it); removes a temporary database.
+    ///
+    /// # Errors
+    /// If the demo database's outbox cannot be read.
+    pub fn finish(self, report: bool) -> anyhow::Result<()> {
+        let Some((path, remove)) = self.demo_db else { return Ok(()) };
+        let outbox = demo_db::outbox(&path)?;
+        if report && (self.demo || !outbox.is_empty()) {
+            eprintln!("outbox (table `outbox` of {}): {} emails", path.display(), outbox.len());
+            for email in outbox {
+                eprintln!("  → {}: {}", email.to, email.subject);
+            }
+        }
+        if remove {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Everything a command that runs turns needs: the tools, a sidecar, the
+/// approver and the audit store. Ended with [`Backend::stop`].
+pub struct Backend {
+    source: Source,
+    /// The configured tools, started (MCP servers connected).
+    pub tools: Arc<ToolSet>,
+    embedded: Option<EmbeddedSidecar>,
+    /// The sidecar's address (the embedded one's loopback URL, or `--sidecar`).
+    pub address: String,
+    /// `run_script` on the sidecar, shared by every turn.
+    pub script: Tool,
+    /// The approver, audit store, events and `[turn]` every turn is built with.
+    pub setup: TurnSetup,
+    audit_url: AuditStoreUrl,
+    /// The terminal prompt, when approvals are asked on it (chat reads its
+    /// lines through it too).
+    pub terminal: Option<Arc<TerminalApprover>>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("source", &self.source)
+            .field("address", &self.address)
+            .field("audit_url", &self.audit_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Backend {
+    /// Starts `source`'s tools and the sidecar `args` names (one embedded in
+    /// this process without `--sidecar`), connects to it, and opens the audit
+    /// store; calls are approved as `--approval` says, or as
+    /// `default_approval` without it.
+    ///
+    /// # Errors
+    /// If a tool source, the sidecar or the audit store cannot be started or reached.
+    pub async fn start(args: &BackendArgs, source: Source, default_approval: Approval) -> anyhow::Result<Backend> {
+        let tools = Arc::new(ToolSet::start(&source.config.tools).await?);
+        let embedded = match &args.sidecar {
+            Some(_) => None,
+            None => Some(
+                EmbeddedSidecar::start(SidecarConfig::default()).await.context("cannot start the embedded sidecar")?,
+            ),
+        };
+        let address = match (&args.sidecar, &embedded) {
+            (Some(address), _) => address.clone(),
+            (None, Some(embedded)) => embedded.local_url(),
+            (None, None) => unreachable!("an embedded sidecar is started when none is named"),
+        };
+        // A sidecar named with `--sidecar` on TCP may ask for its token
+        // (docs/security.md); a Unix socket checks this process's uid instead.
+        let auth = tether_backend::ClientAuth {
+            token: std::env::var("TETHER_TOKEN").ok().filter(|t| !t.is_empty()),
+            tls: None,
+        };
+        let client =
+            SidecarClient::connect_with(&address, &tether_backend::ConnectOptions { auth, ..Default::default() })
+                .await?;
+        let mut terminal = None;
+        let approver: Arc<dyn Approver> = match args.approval.unwrap_or(default_approval) {
+            Approval::Policy => Arc::new(PolicyApprover::approve_all()),
+            Approval::Ask => terminal.insert(Arc::new(TerminalApprover::new("terminal"))).clone(),
+            Approval::Deny => Arc::new(PolicyApprover::deny_all()),
+        };
+        let audit_url = audit_store_url(args)?;
+        let audit = audit_url.open().await.with_context(|| format!("cannot open the audit store `{audit_url}`"))?;
+        let setup = TurnSetup { approver, audit, events: Arc::new(PrintEvents), turn: source.config.turn.clone() };
+        let script = script_tool(client)?;
+        Ok(Backend { source, tools, embedded, address, script, setup, audit_url, terminal })
+    }
+
+    /// Ends the MCP servers and an embedded sidecar; reports the demo world's outbox.
+    ///
+    /// # Errors
+    /// If the embedded sidecar does not stop cleanly or the outbox cannot be read.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.tools.shutdown().await;
+        if let Some(embedded) = self.embedded {
+            embedded.stop().await?;
+        }
+        self.source.finish(true)
+    }
+
+    /// How to read a turn's records back.
+    pub fn audit_hint(&self, turn_id: &str) -> String {
+        format!("tether audit --audit-store '{}' --turn {turn_id}", self.audit_url)
+    }
+
+    /// `tether run` and `tether demo`: `code` with `input` as the model's
+    /// `run_script` call in a turn of its own (`label` names the script in
+    /// what is printed); the call's result as the model sees it.
+    ///
+    /// # Errors
+    /// If the turn cannot be opened or its audit log read.
+    pub async fn run_script(&self, code: String, input: Value, label: &str) -> anyhow::Result<Value> {
+        let turn_id = turn_id("run");
+        let turn = self.setup.open(&turn_id, &self.tools, &self.script, Vec::new()).await?;
+        eprintln!(
+            "running {label} as the model's run_script call, on the sidecar at {}, with the {} tools of {}",
+            self.address,
+            self.tools.tools().len(),
+            self.source.config.path.display()
+        );
+        let request = CallRequest::new("call_1", "run_script", json!({"code": code, "input": input}));
+        let result = turn.execute(request, CallOrigin::Model).await;
+        let audit_rows = turn.audit_log().await?.len();
+        let possibly = turn.possibly_executed_approval_actions().await?;
+        eprintln!(
+            "audit log: {audit_rows} rows for turn {turn_id} ({}); approval-required actions that ran: {}",
+            self.audit_hint(&turn_id),
+            possibly.len()
+        );
+        Ok(result.to_model_value())
+    }
+}
+
+/// The audit store `--audit-store` names (default: a SQLite file in the temp directory).
+///
+/// # Errors
+/// If the URL is not one of the forms `--audit-store` takes.
+pub fn audit_store_url(args: &BackendArgs) -> anyhow::Result<AuditStoreUrl> {
+    Ok(match &args.audit_store {
+        Some(url) => AuditStoreUrl::parse(url)?,
+        None => AuditStoreUrl::Sqlite(std::env::temp_dir().join("tether-demo-audit.db")),
+    })
+}
+
+/// A turn id no other run of this command used, on any host (the audit store
+/// outlives runs, and may be shared): `<kind>-` and a UUID v7.
+pub fn turn_id(kind: &str) -> String {
+    format!("{kind}-{}", uuid::Uuid::now_v7())
+}
