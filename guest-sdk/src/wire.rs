@@ -40,12 +40,16 @@ pub struct StartDoc {
     /// The tools the script may call: the turn's list as the model sees it,
     /// less what a script may not call.
     #[serde(default)]
-    pub tools: Vec<ToolSpec>,
+    pub tools: Vec<ToolDoc>,
 }
 
-/// One tool of the turn.
+/// One tool of the turn as the start document lists it for the guest.
+///
+/// The same tool has two other forms: `tether_turn::ToolSpec` (the turn's,
+/// with its metadata and schemas as JSON values) and `pb::ToolSpec` (the
+/// gRPC contract's, which the sidecar turns into this).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
+pub struct ToolDoc {
     /// The tool's name.
     pub name: String,
     /// What it does.
@@ -151,7 +155,11 @@ pub enum CallResult {
     Err(Failure),
 }
 
-/// Why a call produced no value.
+/// Why a call produced no value, as the guest reads it.
+///
+/// The same failure has two other forms: `tether_turn::Failure` (the turn's,
+/// with a typed [`Code`](tether_codes::Code) and the step that decided it) and
+/// `pb::Failure` (the gRPC contract's, code and message as here).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
     /// A stable machine code, e.g. `"tool_not_found"`, `"approval_denied"`:

@@ -12,7 +12,7 @@ use crate::state::RunState;
 use crate::stream::BackendGone;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tether_guest::{Outcome, StartDoc, ToolSchema, ToolSpec};
+use tether_guest::{Outcome, StartDoc, ToolDoc, ToolSchema};
 use tether_proto::pb;
 use wasmtime::{InstancePre, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
@@ -75,7 +75,7 @@ impl RunPlan {
         let mut tools = Vec::with_capacity(start.tools.len());
         for tool in start.tools {
             if tool_fields == ToolFields::NamesOnly {
-                tools.push(ToolSpec {
+                tools.push(ToolDoc {
                     name: tool.name,
                     description: String::new(),
                     input_schema: ToolSchema::default(),
@@ -91,7 +91,7 @@ impl RunPlan {
             let input_schema = ToolSchema::from_json(schema_json).map_err(|e| {
                 RejectRun::Protocol(format!("the input schema of tool `{}` is not valid JSON: {e}", tool.name))
             })?;
-            tools.push(ToolSpec { name: tool.name, description: tool.description, input_schema });
+            tools.push(ToolDoc { name: tool.name, description: tool.description, input_schema });
         }
         let parent_call_id = if start.parent_call_id.is_empty() { start.run_id.clone() } else { start.parent_call_id };
         let source_bytes = start.source.len() as u64;

@@ -52,6 +52,9 @@ impl CallRequest {
 }
 
 /// Why a call produced no value, with the step that decided it.
+///
+/// The turn's form of a failure. On the wire it is `pb::Failure` (code and
+/// message), and a guest reads it as `tether_guest::Failure` (the same two).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     /// The stable code; its display name is [`Code::display_name`].

@@ -181,6 +181,10 @@ impl PartialEq for ToolDef {
 }
 
 /// A tool as described to the model: name, description, schemas and metadata.
+///
+/// The turn's form of a tool. A script's run gets it as `pb::ToolSpec`
+/// (name, description, argument schema as text), and the guest reads that
+/// as `tether_guest::ToolDoc`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
     /// The name the model (and a script) calls it by.

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use monty_types::{CallArgs, ExcType, MontyException, MontyObject, ObjectRef, SANDBOX_MODULE_NAMES, is_identifier};
 use ruff_python_stdlib::builtins::is_python_builtin;
 use serde_json::{Map, Value};
-use tether_guest::{CallRequest, ToolSpec};
+use tether_guest::{CallRequest, ToolDoc};
 
 use crate::convert::{from_json, to_json};
 
@@ -44,7 +44,7 @@ impl Bindings {
     /// Picks the tools that get a function: a valid identifier that shadows
     /// no builtin, no module the sandbox provides, none of our names, and is
     /// not a dunder. The others stay reachable through `call`.
-    pub fn new(tools: &[ToolSpec]) -> Self {
+    pub fn new(tools: &[ToolDoc]) -> Self {
         let tool_functions =
             tools.iter().map(|tool| tool.name.as_str()).filter(|name| gets_function(name)).map(str::to_owned).collect();
         Self { tool_functions }
@@ -212,8 +212,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn tool(name: &str) -> ToolSpec {
-        ToolSpec { name: name.into(), description: String::new(), input_schema: (&json!({})).into() }
+    fn tool(name: &str) -> ToolDoc {
+        ToolDoc { name: name.into(), description: String::new(), input_schema: (&json!({})).into() }
     }
 
     fn kwargs(pairs: &[(&str, MontyObject)]) -> Vec<(MontyObject, MontyObject)> {

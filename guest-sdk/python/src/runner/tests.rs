@@ -3,7 +3,7 @@
 use std::{cell::RefCell, io, rc::Rc};
 
 use serde_json::{Value, json};
-use tether_guest::ToolSpec;
+use tether_guest::ToolDoc;
 
 use super::*;
 use crate::sleep::SLEEP_LIMIT_NAME;
@@ -56,7 +56,7 @@ fn start_doc(source: &str, tools: &[&str], input: Value) -> StartDoc {
         input,
         tools: tools
             .iter()
-            .map(|name| ToolSpec {
+            .map(|name| ToolDoc {
                 name: (*name).into(),
                 description: String::new(),
                 input_schema: (&json!({})).into(),
