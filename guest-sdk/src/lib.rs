@@ -15,7 +15,7 @@ mod host;
 #[cfg(target_arch = "wasm32")]
 pub use host::{call, call_batch, finish, start};
 pub use wire::{
-    CallBatch, CallRequest, CallResult, CallResults, Failure, Outcome, ScriptError, StartDoc, ToolSchema, ToolDoc,
+    CallBatch, CallRequest, CallResult, CallResults, Failure, Outcome, ScriptError, StartDoc, ToolDoc, ToolSchema,
 };
 
 /// The ABI version this crate speaks; also the suffix of the import module name.

@@ -11,8 +11,8 @@
 #![allow(clippy::await_holding_lock)]
 
 use super::group_commit::{Database, GroupCommitStore};
-pub(super) use crate::conformance::{entry, record, started};
 use crate::conformance::{self, StoreFixture};
+pub(super) use crate::conformance::{entry, record, started};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -112,7 +112,6 @@ pub(super) async fn started_is_committed_when_it_returns<H: Harness>(h: H) {
     store.ledger_started(entry("p/1"), ToolReplay::Never).await.unwrap();
     assert_eq!(h.committed(Table::Ledger).await, 1, "another connection sees the row: it is committed");
 }
-
 
 pub(super) async fn ledger_rows_start_settle_follow_the_replay_rule_and_survive_reopening<H: Harness>(h: H) {
     let (fixture, h) = fixture(h);

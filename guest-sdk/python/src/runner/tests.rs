@@ -56,11 +56,7 @@ fn start_doc(source: &str, tools: &[&str], input: Value) -> StartDoc {
         input,
         tools: tools
             .iter()
-            .map(|name| ToolDoc {
-                name: (*name).into(),
-                description: String::new(),
-                input_schema: (&json!({})).into(),
-            })
+            .map(|name| ToolDoc { name: (*name).into(), description: String::new(), input_schema: (&json!({})).into() })
             .collect(),
     }
 }
