@@ -50,9 +50,10 @@ use tether_turn::{
 /// A database under test, fresh for each behaviour.
 #[async_trait::async_trait]
 pub trait StoreFixture: Send + Sync + 'static {
-    /// A store on this fixture's database. Each call opens a new store on
-    /// the SAME database (as a backend that restarts, or a second replica);
-    /// a store that keeps its rows in memory returns the one store.
+    /// A store on this fixture's database, opened and ready for writes.
+    /// Each call opens a new store on the SAME database (as a backend that
+    /// restarts, or a second replica); a store that keeps its rows in memory
+    /// returns the one store.
     async fn open(&self) -> Arc<dyn AuditStore>;
 }
 

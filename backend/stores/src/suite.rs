@@ -97,7 +97,11 @@ struct OnHarness<H>(Arc<H>);
 #[async_trait::async_trait]
 impl<H: Harness> StoreFixture for OnHarness<H> {
     async fn open(&self) -> Arc<dyn AuditStore> {
-        Arc::new(self.0.open(DEFAULT))
+        let store = self.0.open(DEFAULT);
+        // Opened before it is handed out: two stores creating one SQLite
+        // file's tables at once would find it locked.
+        store.ready().await.unwrap();
+        Arc::new(store)
     }
 }
 

@@ -10,10 +10,12 @@
 //! again as a whole, up to [`MAX_CONFLICT_RETRIES`] times. Anything else
 //! fails the group.
 //!
-//! A group that writes ledger rows first takes an advisory lock per turn it
-//! writes, in one global order: two backends' groups for one turn run one
-//! after the other, so they never deadlock on each other's rows (a
-//! deadlock with some other writer of the tables is still run again).
+//! A group that writes ledger rows or claims turn ids first takes an
+//! advisory lock per turn it writes or claims, in one global order: two
+//! backends' groups for one turn run one after the other, so they never
+//! deadlock on each other's rows, even when they claim the same ids in
+//! opposite orders (a deadlock with some other writer of the tables is
+//! still run again).
 //!
 //! The replay rule is decided on the row as it is committed: `started` locks
 //! the call's row (`FOR UPDATE`), and a call id another writer inserts
@@ -98,7 +100,8 @@ fn attempt(
         .zip(rejected)
         .filter_map(|(write, rejected)| match write {
             _ if rejected.is_some() => None,
-            StoreWrite::Audit(_) | StoreWrite::OpenTurn { .. } => None,
+            StoreWrite::Audit(_) => None,
+            StoreWrite::OpenTurn { turn_id, .. } => Some(turn_id.as_str()),
             StoreWrite::Started { entry, .. } => Some(entry.call.turn_id.as_str()),
             StoreWrite::Settled { turn_id, .. } => Some(turn_id.as_str()),
         })
