@@ -20,6 +20,8 @@
 //!   the guard that makes every started call settle exactly once
 //! - `activate`: the `activate_tools` meta tool
 //! - `stubs`: the typed Python stubs a script's tools are shown as
+//! - `error`: [`TurnError`] (a turn could not be built or driven) and
+//!   [`StoreError`] (an audit store failed, its driver's error as the source)
 //!
 //! No transport and no database driver: the script tool `run_script` (the
 //! sidecar client's adapter) is in `tether-client`, the SQL stores in
