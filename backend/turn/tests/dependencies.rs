@@ -74,3 +74,31 @@ fn the_client_depends_on_the_turn_and_never_the_reverse() {
             .all(|name| ["rusqlite", "postgres", "tokio-postgres"].contains(name))
     );
 }
+
+/// Every package of a build, with the features it is built with: `cargo
+/// tree` over `selection` (the packages `cargo build`/`cargo test` are given).
+fn built_with(selection: &[&str], edges: &str) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .args(["tree", "--locked", "-e", edges])
+        .args(selection)
+        .args(["--prefix", "none", "--format", "{p} [{f}]"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(output.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap().lines().map(|line| line.trim_end_matches(" (*)").to_owned()).collect()
+}
+
+#[test]
+fn the_demo_and_the_python_package_reuse_what_the_test_build_compiled() {
+    // `./x test` builds the workspace with its dev-dependencies; `./x demo`
+    // builds `tether-cli`, maturin `tether-py`. A package built with other
+    // features there would compile again (and everything above it).
+    let test = built_with(&["--workspace", "--exclude", "tether-example-guest"], "normal,build,dev");
+    for package in ["tether-cli", "tether-py"] {
+        let own = built_with(&["-p", package], "normal,build");
+        let rebuilt: Vec<&String> = own.difference(&test).collect();
+        assert!(rebuilt.is_empty(), "`-p {package}` builds these with other features than `./x test`: {rebuilt:?}");
+    }
+}
