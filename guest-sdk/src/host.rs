@@ -1,10 +1,10 @@
-//! The four `tether_v1` host imports, wrapped in safe functions.
+//! The `tether_v1` host imports, wrapped in safe functions.
 //!
 //! Every function here is single-threaded by construction (`wasm32-wasip1` has
 //! no threads), and every host fault (the run cancelled, the turn gone) ends the
 //! guest with a trap: a guest never sees a half-answered call.
 
-use crate::wire::{CallBatch, CallRequest, CallResult, Outcome, StartDoc};
+use crate::wire::{CallAnswer, CallBatch, CallRequest, CallResult, Outcome, StartDoc};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -17,6 +17,11 @@ unsafe extern "C" {
     /// is answered; stages the results and returns their length.
     #[link_name = "call"]
     fn tether_call(ptr: *const u8, len: u32) -> u32;
+    /// After a `{"park": …}` answer: hands the host the guest's state
+    /// (`ptr..ptr+len`; `0, 0` for none). Returns only if the host declines,
+    /// with the length of the staged results of the same batch.
+    #[link_name = "park"]
+    fn tether_park(ptr: *const u8, len: u32) -> u32;
     /// Copies the staged document to `ptr` (`len` must equal its length).
     #[link_name = "take_response"]
     fn tether_take_response(ptr: *mut u8, len: u32) -> u32;
@@ -61,6 +66,36 @@ pub fn call_batch(calls: Vec<CallRequest>) -> Vec<CallResult> {
     // SAFETY: `request` is valid for `len` reads for the duration of the call.
     let len = unsafe { tether_call(request.as_ptr(), request.len() as u32) };
     // An unreadable answer fails these calls, not the whole run.
+    crate::wire::read_results(&take_response(len), count)
+}
+
+/// Calls several tools at once, as [`call_batch`] does, in a guest that
+/// parks (one that declares [`PARKS_SECTION`](crate::PARKS_SECTION)).
+///
+/// When the host asks the guest to park instead of waiting, `park` is called
+/// with the largest state the host takes and gives the guest's state, or
+/// `None` if it has none to give. A state the host accepts ends the instance
+/// inside this function: the run is parked, and a later start resumes it
+/// (`StartDoc::resume`). Otherwise (no state, an empty or too large one, or
+/// the host declines) the host goes on waiting, and this returns one result
+/// per request, in order, like [`call_batch`].
+pub fn call_batch_parkable(calls: Vec<CallRequest>, park: impl FnOnce(u64) -> Option<Vec<u8>>) -> Vec<CallResult> {
+    let count = calls.len();
+    let request = document(&CallBatch { calls });
+    // SAFETY: `request` is valid for `len` reads for the duration of the call.
+    let len = unsafe { tether_call(request.as_ptr(), request.len() as u32) };
+    let max_bytes = match crate::wire::read_answer(&take_response(len), count) {
+        CallAnswer::Results(results) => return results,
+        CallAnswer::Park { max_bytes } => max_bytes,
+    };
+    // Checked here too, so a state the host would refuse is not copied to it.
+    let state = park(max_bytes).filter(|state| !state.is_empty() && state.len() as u64 <= max_bytes);
+    let len = match &state {
+        // SAFETY: `state` is valid for `len` reads for the duration of the call.
+        Some(state) => unsafe { tether_park(state.as_ptr(), state.len() as u32) },
+        // SAFETY: a null, empty state: the host reads nothing.
+        None => unsafe { tether_park(std::ptr::null(), 0) },
+    };
     crate::wire::read_results(&take_response(len), count)
 }
 

@@ -2,10 +2,10 @@
 //! call the turn's tools and report its result.
 //!
 //! The wire format is the `tether_v1` ABI documented in `guest-sdk/README.md`:
-//! JSON documents passed through four host imports. [`wire`] holds the
+//! JSON documents passed through five host imports. [`wire`] holds the
 //! documents (usable on any target, so hosts and tests share them); the calls
-//! that need the host (`start`, `call`, `call_batch`, `finish`) exist
-//! only on `wasm32`.
+//! that need the host (`start`, `call`, `call_batch`, `call_batch_parkable`,
+//! `finish`) exist only on `wasm32`.
 
 pub mod wire;
 
@@ -13,9 +13,10 @@ pub mod wire;
 mod host;
 
 #[cfg(target_arch = "wasm32")]
-pub use host::{call, call_batch, finish, start};
+pub use host::{call, call_batch, call_batch_parkable, finish, start};
 pub use wire::{
-    CallBatch, CallRequest, CallResult, CallResults, Failure, Outcome, ScriptError, StartDoc, ToolDoc, ToolSchema,
+    CallAnswer, CallBatch, CallRequest, CallResult, CallResults, Failure, Outcome, ParkAsk, ParkDoc, Resume,
+    ScriptError, StartDoc, ToolDoc, ToolSchema,
 };
 
 /// The ABI version this crate speaks; also the suffix of the import module name.
@@ -41,5 +42,29 @@ macro_rules! reads_tool_names_only {
         #[used]
         #[unsafe(link_section = "tether_v1.tool_names_only")]
         static TETHER_V1_TOOL_NAMES_ONLY: [u8; 1] = [1];
+    };
+}
+
+/// The custom section by which a guest says it can park: when the host asks
+/// (`call` answers `{"park": …}`) it hands over its suspended state with
+/// `tether_v1.park`, and resumes from it when a later start carries
+/// `resume`. The host asks no other guest to park. Its content is one byte,
+/// [`PARK_FORMAT_VERSION`]. Declare it with [`parks!`].
+pub const PARKS_SECTION: &str = "tether_v1.parks";
+
+/// The version of the parking protocol a guest declaring [`PARKS_SECTION`]
+/// speaks: the section's one byte.
+pub const PARK_FORMAT_VERSION: u8 = 1;
+
+/// Declares [`PARKS_SECTION`] in the guest module: put it once in the
+/// guest's binary crate, which must then wait on tools with
+/// `call_batch_parkable` and resume from `StartDoc::resume`.
+#[macro_export]
+macro_rules! parks {
+    () => {
+        #[cfg(target_arch = "wasm32")]
+        #[used]
+        #[unsafe(link_section = "tether_v1.parks")]
+        static TETHER_V1_PARKS: [u8; 1] = [$crate::PARK_FORMAT_VERSION];
     };
 }

@@ -1,5 +1,6 @@
 //! The JSON documents of the `tether_v1` ABI, shared by guests and the host.
 
+use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -41,7 +42,52 @@ pub struct StartDoc {
     /// less what a script may not call.
     #[serde(default)]
     pub tools: Vec<ToolDoc>,
+    /// Set when this start resumes a parked run: the guest goes on from its
+    /// state instead of starting the script from the top. `source`, `input`
+    /// and `tools` are then those of the run's first start. Absent (and not
+    /// written) for a fresh run, so a start document without it reads as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Resume>,
 }
+
+/// What a resuming start hands the guest: the state it parked with and the
+/// answer to the batch it was waiting on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resume {
+    /// The guest's own parked state, exactly the bytes it gave `park`, in
+    /// base64 (standard alphabet, padded). Opaque to the host.
+    pub state: String,
+    /// One result per call of the batch the guest parked on, in the batch's
+    /// order: what `call` would have answered had the guest waited.
+    pub results: Vec<CallResult>,
+}
+
+impl Resume {
+    /// The resume of a run parked with `state`, answered with `results`.
+    pub fn new(state: &[u8], results: Vec<CallResult>) -> Resume {
+        Resume { state: base64::engine::general_purpose::STANDARD.encode(state), results }
+    }
+
+    /// The state bytes, as the guest gave them to `park`.
+    ///
+    /// # Errors
+    /// If `state` is not padded standard base64: the host did not write it.
+    pub fn state_bytes(&self) -> Result<Vec<u8>, StateNotBase64> {
+        base64::engine::general_purpose::STANDARD.decode(&self.state).map_err(StateNotBase64)
+    }
+}
+
+/// A [`Resume::state`] that is not padded standard base64.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateNotBase64(base64::DecodeError);
+
+impl std::fmt::Display for StateNotBase64 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the parked state is not base64: {}", self.0)
+    }
+}
+
+impl std::error::Error for StateNotBase64 {}
 
 /// One tool of the turn as the start document lists it for the guest.
 ///
@@ -142,6 +188,77 @@ pub struct CallResults {
     pub results: Vec<CallResult>,
 }
 
+/// What the host asks of a guest instead of answering its batch: to park.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParkAsk {
+    /// The largest state, in bytes, the host takes from `park`; a larger
+    /// one is declined and the host goes on waiting on the batch.
+    pub max_bytes: u64,
+}
+
+/// The response document of `tether_v1.call` that asks the guest to park:
+/// `{"park": {"max_bytes": N}}`. The host sends it only to a guest that
+/// declares [`PARKS_SECTION`](crate::PARKS_SECTION); the guest answers with
+/// `tether_v1.park`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParkDoc {
+    /// The ask.
+    pub park: ParkAsk,
+}
+
+/// The response document of `tether_v1.call`, either form: the batch's
+/// results, or the host's ask to park. On the wire `{"results": [...]}` or
+/// `{"park": {"max_bytes": N}}`; a document with both or neither is not one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallAnswer {
+    /// One result per call of the batch, in order.
+    Results(Vec<CallResult>),
+    /// Park instead of waiting: hand `tether_v1.park` a state of at most
+    /// `max_bytes` bytes.
+    Park {
+        /// The largest state the host takes.
+        max_bytes: u64,
+    },
+}
+
+/// The one wire form of a [`CallAnswer`]: exactly one of the two fields.
+#[derive(Serialize, Deserialize)]
+struct CallAnswerWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    results: Option<Vec<CallResult>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    park: Option<ParkAsk>,
+}
+
+impl Serialize for CallAnswer {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(untagged)]
+        enum Borrowed<'a> {
+            Results { results: &'a [CallResult] },
+            Park { park: ParkAsk },
+        }
+        match self {
+            CallAnswer::Results(results) => Borrowed::Results { results },
+            CallAnswer::Park { max_bytes } => Borrowed::Park { park: ParkAsk { max_bytes: *max_bytes } },
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for CallAnswer {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match CallAnswerWire::deserialize(deserializer)? {
+            CallAnswerWire { results: Some(results), park: None } => Ok(CallAnswer::Results(results)),
+            CallAnswerWire { results: None, park: Some(ask) } => Ok(CallAnswer::Park { max_bytes: ask.max_bytes }),
+            CallAnswerWire { results: Some(_), park: Some(_) } => {
+                Err(serde::de::Error::custom("a call answer has `results` or `park`, not both"))
+            }
+            CallAnswerWire { results: None, park: None } => Err(serde::de::Error::missing_field("results")),
+        }
+    }
+}
+
 /// The result of one tool call: a value on success, a [`Failure`] otherwise.
 ///
 /// Refusals, denied approvals, tool errors and cancellations all arrive as
@@ -195,22 +312,43 @@ impl<'de> Deserialize<'de> for CallResult {
 }
 
 /// Reads the response document of `tether_v1.call` for a batch of `count`
-/// calls, as a guest does: always exactly `count` results, in order. A
-/// document the guest cannot read fails every call with `invalid_result`;
-/// one with too few results fails the calls it lacks with `missing_result`
-/// (and results past `count` are dropped). A bad answer fails these calls,
-/// never the whole run.
+/// calls, as a guest that does not park does: always exactly `count`
+/// results, in order. A document the guest cannot read fails every call with
+/// `invalid_result`; one with too few results fails the calls it lacks with
+/// `missing_result` (and results past `count` are dropped). A bad answer
+/// fails these calls, never the whole run. An ask to park, which only a guest
+/// that declares [`PARKS_SECTION`](crate::PARKS_SECTION) gets, is such a bad
+/// answer here.
 pub fn read_results(document: &[u8], count: usize) -> Vec<CallResult> {
-    let mut results = match serde_json::from_slice::<CallResults>(document) {
-        Ok(results) => results.results,
-        Err(error) => {
-            let message = format!("the host sent a result this guest cannot read: {error}");
-            let failure = Failure { code: tether_codes::Code::InvalidResult.as_str().into(), message };
-            vec![CallResult::Err(failure); count]
+    match read_answer(document, count) {
+        CallAnswer::Results(results) => results,
+        CallAnswer::Park { .. } => {
+            unreadable(count, "the host asked this guest to park, and it does not declare `tether_v1.parks`".to_owned())
         }
-    };
-    results.resize_with(count, || CallResult::Err(Failure::from(&tether_codes::Reason::MissingResult)));
-    results
+    }
+}
+
+/// Reads the response document of `tether_v1.call` for a batch of `count`
+/// calls, as a guest that parks does: an ask to park, or exactly `count`
+/// results in order, read as [`read_results`] reads them (an unreadable
+/// document fails every call with `invalid_result`, missing results fail
+/// with `missing_result`, extra ones are dropped). Never fails the run.
+pub fn read_answer(document: &[u8], count: usize) -> CallAnswer {
+    match serde_json::from_slice::<CallAnswer>(document) {
+        Ok(CallAnswer::Results(mut results)) => {
+            results.resize_with(count, || CallResult::Err(Failure::from(&tether_codes::Reason::MissingResult)));
+            CallAnswer::Results(results)
+        }
+        Ok(park @ CallAnswer::Park { .. }) => park,
+        Err(error) => CallAnswer::Results(unreadable(count, error.to_string())),
+    }
+}
+
+/// `count` results failed with `invalid_result`, saying `why`.
+fn unreadable(count: usize, why: String) -> Vec<CallResult> {
+    let message = format!("the host sent a result this guest cannot read: {why}");
+    let failure = Failure { code: tether_codes::Code::InvalidResult.as_str().into(), message };
+    vec![CallResult::Err(failure); count]
 }
 
 /// How a script ended, reported once with `tether_v1.finish`.
@@ -377,6 +515,62 @@ mod tests {
             unreadable.iter().all(|r| matches!(r, CallResult::Err(f) if f.code == "invalid_result")),
             "{unreadable:?}"
         );
+    }
+
+    #[test]
+    fn read_answer_reads_results_as_read_results_does() {
+        let document = serde_json::to_vec(&CallResults { results: vec![CallResult::Ok(json!(1))] }).unwrap();
+        for count in [0, 1, 2] {
+            assert_eq!(read_answer(&document, count), CallAnswer::Results(read_results(&document, count)));
+        }
+        for unreadable in [&b"{\"results\": 7}"[..], b"{}", b"[]", b"not json"] {
+            let CallAnswer::Results(results) = read_answer(unreadable, 2) else { panic!("a park from {unreadable:?}") };
+            assert_eq!(results, read_results(unreadable, 2));
+            assert!(results.iter().all(|r| matches!(r, CallResult::Err(f) if f.code == "invalid_result")));
+        }
+    }
+
+    #[test]
+    fn read_answer_reads_an_ask_to_park() {
+        let ask = serde_json::to_vec(&ParkDoc { park: ParkAsk { max_bytes: 65_536 } }).unwrap();
+        assert_eq!(ask, br#"{"park":{"max_bytes":65536}}"#);
+        assert_eq!(read_answer(&ask, 3), CallAnswer::Park { max_bytes: 65_536 });
+        assert_eq!(serde_json::to_vec(&CallAnswer::Park { max_bytes: 65_536 }).unwrap(), ask);
+        // A guest that does not park fails its calls instead.
+        let refused = read_results(&ask, 2);
+        assert!(refused.iter().all(|r| matches!(r, CallResult::Err(f) if f.code == "invalid_result")), "{refused:?}");
+        // Both forms at once is neither.
+        let both = br#"{"results": [], "park": {"max_bytes": 1}}"#;
+        assert!(matches!(read_answer(both, 1), CallAnswer::Results(r) if matches!(&r[0], CallResult::Err(_))));
+        let results = CallAnswer::Results(vec![CallResult::Ok(json!(2))]);
+        assert_eq!(serde_json::to_value(&results).unwrap(), json!({"results": [{"ok": true, "value": 2}]}));
+    }
+
+    #[test]
+    fn a_resume_carries_the_state_as_base64() {
+        let state = [0u8, 1, 2, 250, 251, 255];
+        let resume = Resume::new(&state, vec![CallResult::Ok(json!("done"))]);
+        assert_eq!(resume.state, "AAEC+vv/", "standard alphabet, padded");
+        assert_eq!(resume.state_bytes().unwrap(), state);
+        let bad = Resume { state: "AAEC-vv_".into(), results: vec![] };
+        assert!(bad.state_bytes().unwrap_err().to_string().starts_with("the parked state is not base64"));
+        let unpadded = Resume { state: "AAE".into(), results: vec![] };
+        assert!(unpadded.state_bytes().is_err());
+
+        let fresh = StartDoc {
+            abi: 1,
+            language: "python".into(),
+            source: "1".into(),
+            input: Value::Null,
+            tools: vec![],
+            resume: None,
+        };
+        let wire = serde_json::to_value(&fresh).unwrap();
+        assert!(wire.get("resume").is_none(), "a fresh start writes no `resume`: {wire}");
+        let resuming = StartDoc { resume: Some(resume.clone()), ..fresh };
+        let wire = serde_json::to_value(&resuming).unwrap();
+        assert_eq!(wire["resume"], json!({"state": "AAEC+vv/", "results": [{"ok": true, "value": "done"}]}));
+        assert_eq!(serde_json::from_value::<StartDoc>(wire).unwrap().resume, Some(resume));
     }
 
     #[test]

@@ -12,23 +12,29 @@
 //! breach is audited once.
 //!
 //! While a batch waits on the backend the run gives back its execution slot
-//! (see [`ExecutionSlot::give_back_while`]), and so it does while its stream
-//! has no room for the batch's messages (a backend that stops reading must not
-//! keep a slot: [`ExecutionSlot::give_back_during`]).
+//! ([`ExecutionSlot::give_back_during`]) and keeps its place among the runs
+//! waiting on tools until it has a slot again (until then it still holds
+//! its instance); so it does while its stream has no room for the batch's
+//! messages (a backend that stops reading must not keep a slot). A run that
+//! may park is asked to once every call it waits on waits for a person or
+//! has waited `park_after` (`docs/parking.md`).
 
 use crate::error::cut;
+use crate::lifecycle::Phase;
 use crate::metrics::Metrics;
 use crate::output::CapturedOutput;
-use crate::slots::ExecutionSlot;
+use crate::park::{BatchCall, PortSnapshot};
+use crate::slots::{ExecutionSlot, GaugePlace};
 use crate::stream::{BackendGone, NotSent, Outbound, PendingCalls};
-use futures::future::join_all;
+use prost::Message as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tether_codes::Reason;
 use tether_guest::{CallRequest, CallResult, Failure};
 use tether_proto::pb;
 use tether_telemetry::TraceContext;
+use tokio::sync::{oneshot, watch};
 use tracing::Instrument;
 
 /// Bytes of a refused call's arguments reported in `CallRefused`.
@@ -74,6 +80,28 @@ pub(crate) struct RunLink {
 pub(crate) const OUTPUT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl RunLink {
+    /// The link of a resumed run: its output (stdout, stderr, whether it
+    /// was cut) and counters go on from `output` and `before`, what it had
+    /// when it parked.
+    pub(crate) fn resumed(
+        outbound: Outbound,
+        output_bytes: u64,
+        metrics: Arc<Metrics>,
+        output: (Vec<u8>, Vec<u8>, bool),
+        before: pb::RunStats,
+    ) -> Self {
+        let mut link = RunLink::new(outbound, output_bytes, metrics);
+        let cap = usize::try_from(output_bytes).unwrap_or(usize::MAX);
+        let (stdout, stderr, truncated) = output;
+        link.output = CapturedOutput::resumed(cap, stdout, stderr, truncated);
+        link.stats = Arc::new(CallStats {
+            calls: AtomicU32::new(before.calls),
+            refused_by_cap: AtomicU32::new(before.calls_refused_by_cap),
+            wait_us: AtomicU64::new(before.wait_time_us),
+        });
+        link
+    }
+
     /// A link over `outbound` keeping at most `output_bytes` of output and
     /// reporting calls to `metrics`.
     pub(crate) fn new(outbound: Outbound, output_bytes: u64, metrics: Arc<Metrics>) -> Self {
@@ -161,31 +189,114 @@ pub(crate) struct CallPort {
     made: u32,
     batches: u32,
     cap_reported: bool,
+    /// The batch being waited on, between [`CallPort::call_batch`] and its
+    /// results (across a park the guest was asked for and declined).
+    in_flight: Option<InFlight>,
 }
 
 /// What becomes of one call of a batch.
+#[derive(Debug)]
 enum Verdict {
     Forward(pb::ToolCall),
     Refuse { refusal: pb::CallRefused, report: bool },
 }
 
+/// A batch whose calls were sent, waiting on their results.
+#[derive(Debug)]
+struct InFlight {
+    verdicts: Vec<Verdict>,
+    /// One per forwarded call, in order.
+    spans: Vec<tracing::Span>,
+    /// One per forwarded call, in order.
+    answers: Vec<Answer>,
+    /// The run's place among the runs waiting on tools, held until the
+    /// batch is answered (or the run parks and ends).
+    place: Option<GaugePlace>,
+    /// When the batch was sent.
+    sent: Instant,
+}
+
+impl InFlight {
+    /// Takes every answer that has arrived; true when none is still waiting.
+    fn take_arrived(&mut self) -> bool {
+        let sent = self.sent;
+        for answer in &mut self.answers {
+            if let Answer::Waiting(receiver) = answer {
+                match receiver.try_recv() {
+                    Ok(result) => *answer = Answer::Got(Some((result, sent.elapsed()))),
+                    Err(oneshot::error::TryRecvError::Closed) => *answer = Answer::Got(None),
+                    Err(oneshot::error::TryRecvError::Empty) => {}
+                }
+            }
+        }
+        self.answers.iter().all(|answer| matches!(answer, Answer::Got(_)))
+    }
+}
+
+/// The answer to one forwarded call.
+#[derive(Debug)]
+enum Answer {
+    Waiting(oneshot::Receiver<pb::ToolResult>),
+    /// The result (none: the run ended first) and its round trip.
+    Got(Option<(pb::ToolResult, Duration)>),
+}
+
+/// What the guest gets for a batch.
+#[derive(Debug)]
+pub(crate) enum BatchAnswer {
+    /// One result per call, in order.
+    Results(Vec<CallResult>),
+    /// The run may park: every call it waits on waits for a person or has
+    /// waited past `park_after`. The batch goes on waiting in the port.
+    Park,
+}
+
+/// When a run waiting on a batch parks; `None` for a run that may not.
+#[derive(Debug, Clone)]
+pub(crate) struct ParkWhen {
+    /// Park once the batch has waited this long.
+    pub(crate) after: Duration,
+    /// The sidecar's phase, when a drain parks every run that waits (so a
+    /// rolling restart loses no waiting run): only with a park key shared
+    /// with other sidecars, which can resume them. `None`: a drain waits.
+    pub(crate) phase: Option<watch::Receiver<Phase>>,
+}
+
+impl ParkWhen {
+    fn draining(&self) -> bool {
+        self.phase.as_ref().is_some_and(|phase| *phase.borrow() >= Phase::Draining)
+    }
+}
+
 impl CallPort {
     /// A port for a run that holds `slot`; its calls' spans are children of `run_span`.
     pub(crate) fn new(limits: CallLimits, link: RunLink, slot: ExecutionSlot, run_span: tracing::Span) -> Self {
-        CallPort { limits, link, slot, run_span, made: 0, batches: 0, cap_reported: false }
+        CallPort { limits, link, slot, run_span, made: 0, batches: 0, cap_reported: false, in_flight: None }
     }
 
-    /// Makes a batch of calls and returns one result per call, in order.
+    /// The port of a run resumed from a park, whose script had made
+    /// `calls_made` calls in `batches` batches.
+    pub(crate) fn resumed(self, calls_made: u32, batches: u32, cap_reported: bool) -> Self {
+        CallPort { made: calls_made, batches, cap_reported, ..self }
+    }
+
+    /// Makes a batch of calls and returns one result per call, in order —
+    /// or, when `park` allows it, [`BatchAnswer::Park`] once the run should
+    /// park (then [`CallPort::park_snapshot`] or [`CallPort::wait_on`]).
     ///
     /// # Errors
     /// [`BackendGone`] when the backend stopped reading (the run is ending).
-    pub(crate) async fn call_batch(&mut self, requests: Vec<CallRequest>) -> Result<Vec<CallResult>, BackendGone> {
+    pub(crate) async fn call_batch(
+        &mut self,
+        requests: Vec<CallRequest>,
+        park: Option<ParkWhen>,
+    ) -> Result<BatchAnswer, BackendGone> {
         self.batches += 1;
         let batch = self.batches;
         let mut verdicts: Vec<Verdict> = requests.iter().map(|request| self.judge(request, batch)).collect();
         let forwarded = verdicts.iter().filter(|v| matches!(v, Verdict::Forward(_))).count();
-        let waiting_place = if forwarded == 0 { None } else { self.slot.try_wait() };
-        if forwarded > 0 && waiting_place.is_none() {
+        let place = if forwarded == 0 { None } else { self.slot.try_wait() };
+        if forwarded > 0 && place.is_none() {
             for verdict in &mut verdicts {
                 if let Verdict::Forward(call) = verdict {
                     let refusal = refused(&call.id, &call.name, &call.args_json, batch, &Reason::SidecarBusy);
@@ -207,7 +318,7 @@ impl CallPort {
                     call.batch_size = forwarded as u32;
                     let span = self.call_span(&call.id, &call.name, batch);
                     call.trace_context = TraceContext::of(&span).into_headers();
-                    answers.push((self.link.pending.expect(&call.id), Instant::now()));
+                    answers.push(Answer::Waiting(self.link.pending.expect(&call.id)));
                     span.in_scope(|| tracing::debug!("tool call sent"));
                     spans.push(span);
                     self.send(pb::sidecar_message::Kind::ToolCall(call.clone())).await?;
@@ -227,47 +338,141 @@ impl CallPort {
                 Verdict::Refuse { report: false, .. } => {}
             }
         }
+        self.in_flight = Some(InFlight { verdicts, spans, answers, place, sent: Instant::now() });
+        self.wait_on(park).await
+    }
 
-        let mut answered = match waiting_place {
-            Some(place) => {
-                let waited_from = Instant::now();
-                let waits = spans.iter().zip(answers).map(|(span, (answer, sent))| {
-                    async move { answer.await.ok().map(|result| (result, sent.elapsed())) }.instrument(span.clone())
-                });
-                let results = self.slot.give_back_while(place, join_all(waits)).await;
-                self.link.stats.wait_us.fetch_add(waited_from.elapsed().as_micros() as u64, Ordering::Relaxed);
-                results.into_iter()
+    /// Waits on the batch in flight: its results, or (when `park` allows it)
+    /// [`BatchAnswer::Park`] once the run should park. Results of a batch
+    /// with nothing in flight are empty.
+    ///
+    /// # Errors
+    /// [`BackendGone`] is never returned today; it is kept for symmetry with
+    /// [`CallPort::call_batch`].
+    pub(crate) async fn wait_on(&mut self, park: Option<ParkWhen>) -> Result<BatchAnswer, BackendGone> {
+        let Some(in_flight) = self.in_flight.as_mut() else { return Ok(BatchAnswer::Results(Vec::new())) };
+        if in_flight.answers.iter().any(|answer| matches!(answer, Answer::Waiting(_))) {
+            let waited_from = Instant::now();
+            let pending = self.link.pending.clone();
+            let parks = self.slot.give_back_during(wait_answers(in_flight, &pending, park)).await;
+            self.link.stats.wait_us.fetch_add(waited_from.elapsed().as_micros() as u64, Ordering::Relaxed);
+            // Answers that came while the run queued for its slot again
+            // make a park needless.
+            if parks && !in_flight.take_arrived() {
+                return Ok(BatchAnswer::Park);
             }
-            None => Vec::new().into_iter(),
+        }
+        Ok(BatchAnswer::Results(self.finish_batch()))
+    }
+
+    /// The batch's results, in order, once every answer is in.
+    fn finish_batch(&mut self) -> Vec<CallResult> {
+        let Some(InFlight { verdicts, spans, answers, place, .. }) = self.in_flight.take() else {
+            return Vec::new();
         };
+        drop(place);
+        let mut answers = answers.into_iter();
         let mut spans = spans.into_iter();
-        Ok(verdicts
+        verdicts
             .into_iter()
             .map(|verdict| {
                 let (result, round_trip) = match verdict {
                     Verdict::Forward(call) => {
-                        let answer = answered.next().flatten();
+                        let answer = match answers.next() {
+                            Some(Answer::Got(answer)) => answer,
+                            _ => None,
+                        };
                         let round_trip = answer.as_ref().map(|(_, round_trip)| *round_trip);
-                        let result = self.to_call_result(&call.name, answer.map(|(result, _)| result));
+                        let result =
+                            to_call_result(&call.name, answer.map(|(result, _)| result), self.limits.result_bytes);
                         if let Some(span) = spans.next() {
-                            match &result {
-                                CallResult::Ok(_) => span.record("outcome", "ok"),
-                                CallResult::Err(failure) => {
-                                    span.record("outcome", "failed").record("code", failure.code.as_str())
-                                }
-                            };
+                            record_outcome(&span, &result);
                         }
                         (result, round_trip)
                     }
-                    Verdict::Refuse { refusal, .. } => {
-                        let failure = refusal.failure.map(|f| Failure { code: f.code, message: f.message });
-                        (CallResult::Err(failure.unwrap_or_else(|| Failure::from(&Reason::MissingResult))), None)
-                    }
+                    Verdict::Refuse { refusal, .. } => (refusal_result(refusal), None),
                 };
                 self.link.metrics.call_ended(&result, round_trip);
                 result
             })
-            .collect())
+            .collect()
+    }
+
+    /// About how many bytes a `Parked` message of this run would have with
+    /// `guest_bytes` of guest state: the state, the output kept, and the
+    /// answers already in for the batch in flight.
+    pub(crate) fn parked_bytes(&self, guest_bytes: u64) -> u64 {
+        let (stdout, stderr, _) = self.link.output.contents();
+        let answers: usize = self
+            .in_flight
+            .iter()
+            .flat_map(|in_flight| &in_flight.answers)
+            .map(|answer| match answer {
+                // Sealed as the guest's JSON, where escaping can make a
+                // failure's message up to six times its size on the wire.
+                Answer::Got(Some((result, _))) => 64 + result.encoded_len() * 6,
+                _ => 0,
+            })
+            .sum();
+        guest_bytes + (stdout.len() + stderr.len() + answers) as u64
+    }
+
+    /// The most bytes the `Start` resuming this run could need beyond the
+    /// original `Start`: the sealed state (about [`Self::parked_bytes`]) and
+    /// a result of up to `max_result_bytes` for every call still waiting.
+    pub(crate) fn resume_bytes(&self, guest_bytes: u64) -> u64 {
+        let waiting = self
+            .in_flight
+            .iter()
+            .flat_map(|in_flight| &in_flight.answers)
+            .filter(|answer| matches!(answer, Answer::Waiting(_)))
+            .count() as u64;
+        self.parked_bytes(guest_bytes) + waiting * (self.limits.result_bytes + 64)
+    }
+
+    /// What the port carries across a park: its counters and the batch in
+    /// flight, each call with its answer where it is known.
+    pub(crate) fn park_snapshot(&mut self) -> PortSnapshot {
+        let mut batch = Vec::new();
+        if let Some(in_flight) = self.in_flight.as_mut() {
+            in_flight.take_arrived();
+        }
+        if let Some(InFlight { verdicts, answers, spans, .. }) = self.in_flight.take() {
+            let mut answers = answers.into_iter();
+            let mut spans = spans.into_iter();
+            for verdict in verdicts {
+                let (id, name, result) = match verdict {
+                    Verdict::Forward(call) => {
+                        let span = spans.next();
+                        match answers.next() {
+                            Some(Answer::Got(answer)) => {
+                                let round_trip = answer.as_ref().map(|(_, round_trip)| *round_trip);
+                                let result = to_call_result(
+                                    &call.name,
+                                    answer.map(|(result, _)| result),
+                                    self.limits.result_bytes,
+                                );
+                                if let Some(span) = span {
+                                    record_outcome(&span, &result);
+                                }
+                                self.link.metrics.call_ended(&result, round_trip);
+                                (call.id, call.name, Some(result))
+                            }
+                            _ => (call.id, call.name, None),
+                        }
+                    }
+                    Verdict::Refuse { refusal, .. } => {
+                        let name = refusal.name.clone();
+                        let result = refusal_result(refusal);
+                        self.link.metrics.call_ended(&result, None);
+                        (String::new(), name, Some(result))
+                    }
+                };
+                let answer_json = result.map(|result| serde_json::to_string(&result).unwrap_or_default());
+                batch.push(BatchCall { id, name, answer_json });
+            }
+        }
+        PortSnapshot { calls_made: self.made, batches: self.batches, cap_reported: self.cap_reported, batch }
     }
 
     /// Sends one message; while the stream has no room, the run gives its
@@ -352,37 +557,121 @@ impl CallPort {
             trace_context: Default::default(),
         })
     }
+}
 
-    /// What the guest gets for a forwarded call. The size and depth checks
-    /// guard the guest against a backend that does not enforce them itself;
-    /// the tool ran either way, and the message says so.
-    fn to_call_result(&self, tool: &str, result: Option<pb::ToolResult>) -> CallResult {
-        use pb::tool_result::Outcome;
-        let ran_but =
-            |problem: String| CallResult::Err(Failure::from(&Reason::InvalidResult { tool: tool.to_owned(), problem }));
-        let Some(result) = result else {
-            return CallResult::Err(Failure::from(&Reason::RunEnded));
-        };
-        match result.outcome {
-            Some(Outcome::ValueJson(json)) if json.len() as u64 > self.limits.result_bytes => {
-                let reason = Reason::ResultTooLarge {
-                    tool: tool.to_owned(),
-                    size: json.len() as u64,
-                    limit: self.limits.result_bytes,
-                };
-                CallResult::Err(Failure::from(&reason))
+/// Waits on `in_flight`'s answers until all are in (false), or until the
+/// run should park (true): `park` allows it, and every call still waiting
+/// waits for a person or the batch has waited `park.after`.
+async fn wait_answers(in_flight: &mut InFlight, pending: &PendingCalls, mut park: Option<ParkWhen>) -> bool {
+    let park_at = park.as_ref().map(|park| tokio::time::Instant::from_std(in_flight.sent) + park.after);
+    loop {
+        // Registered before the check, so a mark made meanwhile is not missed.
+        let marked = pending.person_marked();
+        tokio::pin!(marked);
+        marked.as_mut().enable();
+        let mut open = in_flight.answers.iter_mut().enumerate().filter_map(|(index, answer)| match answer {
+            Answer::Waiting(receiver) => Some((index, receiver)),
+            Answer::Got(_) => None,
+        });
+        let Some(first) = open.next() else { return false };
+        let open: Vec<_> = std::iter::once(first).chain(open).collect();
+        if let Some(park) = &park {
+            if park.draining() {
+                return true;
             }
-            Some(Outcome::ValueJson(json)) => match serde_json::from_str::<serde_json::Value>(&json) {
-                Ok(value) if tether_guest::wire::depth(&value) > tether_guest::wire::MAX_DEPTH => {
-                    ran_but(format!("it nests deeper than `{}` levels", tether_guest::wire::MAX_DEPTH))
-                }
-                Ok(value) => CallResult::Ok(value),
-                Err(error) => ran_but(format!("it is not valid JSON: {error}")),
-            },
-            Some(Outcome::Failure(f)) => CallResult::Err(Failure { code: f.code, message: f.message }),
-            // The inbound reader rejects results with no outcome.
-            None => ran_but("the backend sent a result with no outcome".to_owned()),
+            let for_person = open.iter().all(|(index, _)| {
+                forwarded_id(&in_flight.verdicts, *index).is_some_and(|id| pending.is_for_person(id))
+            });
+            if for_person || park_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                return true;
+            }
         }
+        let sent = in_flight.sent;
+        // Each wait runs in its call's span, so the span lasts until the answer.
+        let spans = &in_flight.spans;
+        let next = futures::future::select_all(open.into_iter().map(|(index, receiver)| {
+            let span = spans.get(index).cloned().unwrap_or_else(tracing::Span::none);
+            Box::pin(async move { (index, receiver.await.ok()) }.instrument(span))
+        }));
+        let park_timer = async {
+            match park_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let draining = async {
+            match park.as_mut().and_then(|park| park.phase.as_mut()) {
+                // A closed channel (the sidecar gone) never drains.
+                Some(phase) => {
+                    if phase.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let answered = tokio::select! {
+            ((index, result), _, _) = next => Some((index, result)),
+            () = park_timer => None,
+            () = &mut marked => None,
+            () = draining => None,
+        };
+        if let Some((index, result)) = answered {
+            in_flight.answers[index] = Answer::Got(result.map(|result| (result, sent.elapsed())));
+        }
+    }
+}
+
+/// The id of the `index`th forwarded call among `verdicts`.
+fn forwarded_id(verdicts: &[Verdict], index: usize) -> Option<&str> {
+    verdicts
+        .iter()
+        .filter_map(|verdict| match verdict {
+            Verdict::Forward(call) => Some(call.id.as_str()),
+            Verdict::Refuse { .. } => None,
+        })
+        .nth(index)
+}
+
+/// Records how call `span`'s call ended: `ok` or `failed` with its code.
+fn record_outcome(span: &tracing::Span, result: &CallResult) {
+    match result {
+        CallResult::Ok(_) => span.record("outcome", "ok"),
+        CallResult::Err(failure) => span.record("outcome", "failed").record("code", failure.code.as_str()),
+    };
+}
+
+/// What the script gets for a call the sidecar refused.
+fn refusal_result(refusal: pb::CallRefused) -> CallResult {
+    let failure = refusal.failure.map(|f| Failure { code: f.code, message: f.message });
+    CallResult::Err(failure.unwrap_or_else(|| Failure::from(&Reason::MissingResult)))
+}
+
+/// What the guest gets for a forwarded call. The size and depth checks
+/// guard the guest against a backend that does not enforce them itself;
+/// the tool ran either way, and the message says so.
+pub(crate) fn to_call_result(tool: &str, result: Option<pb::ToolResult>, result_bytes: u64) -> CallResult {
+    use pb::tool_result::Outcome;
+    let ran_but =
+        |problem: String| CallResult::Err(Failure::from(&Reason::InvalidResult { tool: tool.to_owned(), problem }));
+    let Some(result) = result else {
+        return CallResult::Err(Failure::from(&Reason::RunEnded));
+    };
+    match result.outcome {
+        Some(Outcome::ValueJson(json)) if json.len() as u64 > result_bytes => {
+            let reason = Reason::ResultTooLarge { tool: tool.to_owned(), size: json.len() as u64, limit: result_bytes };
+            CallResult::Err(Failure::from(&reason))
+        }
+        Some(Outcome::ValueJson(json)) => match serde_json::from_str::<serde_json::Value>(&json) {
+            Ok(value) if tether_guest::wire::depth(&value) > tether_guest::wire::MAX_DEPTH => {
+                ran_but(format!("it nests deeper than `{}` levels", tether_guest::wire::MAX_DEPTH))
+            }
+            Ok(value) => CallResult::Ok(value),
+            Err(error) => ran_but(format!("it is not valid JSON: {error}")),
+        },
+        Some(Outcome::Failure(f)) => CallResult::Err(Failure { code: f.code, message: f.message }),
+        // The inbound reader rejects results with no outcome.
+        None => ran_but("the backend sent a result with no outcome".to_owned()),
     }
 }
 

@@ -176,6 +176,35 @@ pub struct SidecarConfig {
     /// ends (`--stall-timeout-seconds`); meanwhile the run holds no execution
     /// slot and its limits keep running. Default 30 s.
     pub stall_timeout: Duration,
+    /// When and how runs park (`docs/parking.md`).
+    pub park: ParkConfig,
+}
+
+/// When a run parks, and what seals its state. Only runs whose backend
+/// allows it (`Start.may_park`) and whose guest can park (the Python
+/// runtime) park; every other run waits on as before.
+#[derive(Debug, Clone)]
+pub struct ParkConfig {
+    /// A run parks once every call it waits on has waited this long, or at
+    /// once when each waits for a person (`AwaitingPerson`)
+    /// (`--park-after-ms`). Default 50 ms.
+    pub after: Duration,
+    /// The most bytes of guest state a run may park with; a guest whose
+    /// state is larger waits on, holding its instance. Default 1 MiB.
+    pub max_state_bytes: u64,
+    /// What seals parked states (`--park-key-file`). Every sidecar that may
+    /// resume another's runs needs the same key. With one, a drain parks
+    /// every run that may park and waits on calls, instead of waiting for
+    /// it (another sidecar resumes it). `None` (the default): a
+    /// key made at random when the sidecar starts, so a run resumes only on
+    /// the sidecar process that parked it.
+    pub key: Option<crate::park::ParkKey>,
+}
+
+impl Default for ParkConfig {
+    fn default() -> Self {
+        ParkConfig { after: Duration::from_millis(50), max_state_bytes: 1 << 20, key: None }
+    }
 }
 
 impl Default for SidecarConfig {
@@ -198,6 +227,7 @@ impl Default for SidecarConfig {
             max_start_bytes: 256 << 20,
             start_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(30),
+            park: ParkConfig::default(),
         }
     }
 }

@@ -49,6 +49,12 @@ fn thread_cpu_ns() -> u64 {
 }
 
 impl CpuMeter {
+    /// A meter that has counted `used` already: a resumed run's CPU time
+    /// before it parked.
+    pub(crate) fn starting_at(used: Duration) -> Self {
+        CpuMeter { finished_ns: AtomicU64::new(used.as_nanos() as u64), poll_started_ns: AtomicU64::new(0) }
+    }
+
     /// CPU time used so far, including the poll running now (when called from
     /// the thread that runs it, as the epoch callback is).
     pub(crate) fn used(&self) -> Duration {

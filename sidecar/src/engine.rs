@@ -9,6 +9,7 @@ use crate::abi;
 use crate::config::SidecarConfig;
 use crate::module_cache;
 use crate::state::RunState;
+use sha2::Digest;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,6 +60,11 @@ pub(crate) struct Runtime {
     pub(crate) pre: InstancePre<RunState>,
     /// What its start document carries of each tool.
     pub(crate) tool_fields: ToolFields,
+    /// The guest can park: it carries the
+    /// [`PARKS_SECTION`](tether_guest::PARKS_SECTION).
+    pub(crate) parks: bool,
+    /// SHA-256 of the guest module: a parked run resumes only on this build.
+    pub(crate) build: [u8; 32],
 }
 
 /// What a runtime's start document carries of each tool.
@@ -74,12 +80,15 @@ pub(crate) enum ToolFields {
 impl ToolFields {
     /// What the guest `wasm` declares it reads.
     fn declared_by(wasm: &[u8]) -> ToolFields {
-        let names_only = wasmparser::Parser::new(0).parse_all(wasm).any(|payload| {
-            matches!(payload, Ok(wasmparser::Payload::CustomSection(section))
-                if section.name() == tether_guest::TOOL_NAMES_ONLY_SECTION)
-        });
-        if names_only { ToolFields::NamesOnly } else { ToolFields::All }
+        if declares(wasm, tether_guest::TOOL_NAMES_ONLY_SECTION) { ToolFields::NamesOnly } else { ToolFields::All }
     }
+}
+
+/// True when the guest `wasm` has a custom section named `section`.
+fn declares(wasm: &[u8], section: &str) -> bool {
+    wasmparser::Parser::new(0)
+        .parse_all(wasm)
+        .any(|payload| matches!(payload, Ok(wasmparser::Payload::CustomSection(custom)) if custom.name() == section))
 }
 
 /// wasmtime, configured once, with every runtime compiled and linked.
@@ -117,7 +126,13 @@ impl SandboxEngine {
             let loaded = module_cache::load_or_compile(&engine, &cache_dir, &name, wasm).map_err(guest_error)?;
             cached &= loaded.cached;
             let pre = linker.instantiate_pre(&loaded.module).map_err(guest_error)?;
-            runtimes.insert(name, Runtime { pre, tool_fields: ToolFields::declared_by(wasm) });
+            let runtime = Runtime {
+                pre,
+                tool_fields: ToolFields::declared_by(wasm),
+                parks: declares(wasm, tether_guest::PARKS_SECTION),
+                build: sha2::Sha256::digest(wasm).into(),
+            };
+            runtimes.insert(name, runtime);
         }
         spawn_epoch_ticker(&engine).map_err(EngineError::Ticker)?;
         Ok(SandboxEngine { engine, runtimes, cached })
@@ -229,12 +244,18 @@ fn spawn_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::ToolFields;
+    use super::{ToolFields, declares};
 
     #[test]
     fn the_python_runtime_declares_it_reads_tool_names_only_and_the_example_guest_does_not() {
         assert_eq!(ToolFields::declared_by(tether_guests::PYTHON), ToolFields::NamesOnly);
         assert_eq!(ToolFields::declared_by(tether_guests::EXAMPLE_RUST), ToolFields::All);
         assert_eq!(ToolFields::declared_by(b"not wasm"), ToolFields::All, "an unreadable module reads everything");
+    }
+
+    #[test]
+    fn the_python_runtime_can_park_and_the_example_guest_cannot() {
+        assert!(declares(tether_guests::PYTHON, tether_guest::PARKS_SECTION));
+        assert!(!declares(tether_guests::EXAMPLE_RUST, tether_guest::PARKS_SECTION));
     }
 }

@@ -120,6 +120,11 @@ pub(crate) enum RunEnd {
     Stalled,
     /// The sidecar failed.
     Internal(String),
+    /// The guest parked: the service seals this and sends `Parked`, not
+    /// `Finished`.
+    Parked(Box<crate::park::ParkedGuest>),
+    /// `Start.resume` could not resume the run: nothing of the script ran.
+    ResumeRefused(crate::park::ResumeRefused),
 }
 
 impl RunEnd {
@@ -135,6 +140,8 @@ impl RunEnd {
             RunEnd::BackendGone => "backend_gone",
             RunEnd::Stalled => "stream_stalled",
             RunEnd::Internal(_) => "internal",
+            RunEnd::Parked(_) => "parked",
+            RunEnd::ResumeRefused(refused) => refused.kind().as_str(),
         }
     }
 
@@ -188,8 +195,14 @@ impl RunEnd {
                 String::new(),
                 Some(plain_error(RunErrorKind::GuestFault, format!("the guest crashed: {}", cut(&cause, 1024)), "")),
             ),
-            // Never sent (nobody reads the stream); kept total for the type's sake.
-            RunEnd::BackendGone | RunEnd::Stalled | RunEnd::Internal(_) => (
+            RunEnd::ResumeRefused(refused) => (
+                pb::RunStatus::ResumeRefused,
+                String::new(),
+                Some(plain_error(refused.kind(), refused.to_string(), "")),
+            ),
+            // Never sent (nobody reads the stream, or `Parked` is sent
+            // instead); kept total for the type's sake.
+            RunEnd::BackendGone | RunEnd::Stalled | RunEnd::Internal(_) | RunEnd::Parked(_) => (
                 pb::RunStatus::Internal,
                 String::new(),
                 Some(plain_error(

@@ -79,7 +79,11 @@ impl CallPath {
     /// # Errors
     /// The error that ends the run: an unreadable batch, or the backend gone.
     pub async fn call(&mut self, request: &[u8]) -> Result<Vec<u8>, String> {
-        answer_call(&mut self.port, request).await.map_err(|error| format!("{error:#}"))
+        match answer_call(&mut self.port, request, None).await {
+            Ok(Some(document)) => Ok(document),
+            Ok(None) => Err("the run asked to park, which this path never allows".to_owned()),
+            Err(error) => Err(format!("{error:#}")),
+        }
     }
 
     /// The run's inbound reader over the backend's messages after `Start`:
@@ -98,4 +102,36 @@ impl CallPath {
             }
         }
     }
+}
+
+/// What `Start.resume.state` goes through before anything of it is used:
+/// the seal, the format, the guest build and the owner. `Ok` with the
+/// guest's state when `state` resumes `turn_id`'s run `run_id` of the guest
+/// whose module hashes to `build`, sealed under `key`.
+///
+/// # Errors
+/// Why the state is refused, in the words the backend gets.
+pub fn unseal(
+    key: &crate::ParkKey,
+    state: &[u8],
+    build: &[u8; 32],
+    turn_id: &str,
+    run_id: &str,
+) -> Result<Vec<u8>, String> {
+    crate::park::unseal(key, state, build, turn_id, run_id)
+        .map(|carried| carried.guest_state)
+        .map_err(|refused| format!("{}: {refused}", refused.kind()))
+}
+
+/// A state as a sidecar with `key` seals it for `turn_id`'s run `run_id` of
+/// the guest `build`, carrying `guest_state`.
+pub fn seal(key: &crate::ParkKey, guest_state: &[u8], build: &[u8; 32], turn_id: &str, run_id: &str) -> Vec<u8> {
+    let carried = crate::park::Carried {
+        guest_build: build.to_vec(),
+        turn_id: turn_id.to_owned(),
+        run_id: run_id.to_owned(),
+        guest_state: guest_state.to_vec(),
+        ..crate::park::Carried::default()
+    };
+    crate::park::seal(key, &carried)
 }

@@ -24,6 +24,7 @@
 //! - `stream`: a run's side of its stream (outbound messages, results owed)
 //! - `slots`: execution slots and the bounded queues; a slot's whole lifecycle
 //! - `cpu`, `memory`, `output`: the CPU, memory and output limits
+//! - `park`: parked runs' sealed state, and its checks on resume
 //! - `config`: every limit and its default
 //! - `engine`, `module_cache`, `abi`, `state`: wasmtime, compiled guests,
 //!   `tether_v1`, what a run's store holds
@@ -53,6 +54,7 @@ mod metrics;
 mod metrics_endpoint;
 mod module_cache;
 mod output;
+mod park;
 mod run;
 mod server;
 mod service;
@@ -65,7 +67,7 @@ mod unix_authority;
 mod workers;
 
 pub use auth::{Access, AccessError, BearerToken, MutualTls, PeerPolicy, TcpAccess};
-pub use config::{DEFAULT_DRAIN_DEADLINE, Limits, MAX_SENT_MESSAGE_BYTES, SidecarConfig};
+pub use config::{DEFAULT_DRAIN_DEADLINE, Limits, MAX_SENT_MESSAGE_BYTES, ParkConfig, SidecarConfig};
 pub use connections::{ConnectionLimits, STREAMS_BESIDE_RUNS};
 pub use embedded::{EmbeddedError, EmbeddedSidecar};
 pub use engine::{EPOCH_TICK, EngineError, prepare_cache};
@@ -73,6 +75,7 @@ pub use harden::{HardenError, HardenReport, Hardening, RunAs};
 pub use health::{LIVENESS_SERVICE, READINESS_SERVICES};
 pub use lifecycle::{DrainReport, Phase};
 pub use module_cache::{CacheDirError, claim_cache_dir, default_cache_dir, default_cache_dir_for_user};
+pub use park::{ParkKey, ShortParkKey};
 pub use server::{Sidecar, SidecarError};
 pub use service::SidecarService;
 pub use signals::ShutdownSignals;

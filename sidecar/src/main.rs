@@ -5,8 +5,9 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
 use tether_sidecar::{
-    Access, BearerToken, ConnectionLimits, DEFAULT_DRAIN_DEADLINE, Hardening, Limits, MutualTls, PeerPolicy, RunAs,
-    ShutdownSignals, Sidecar, SidecarConfig, SocketAccess, SocketFile, TcpAccess, default_cache_dir_for_user,
+    Access, BearerToken, ConnectionLimits, DEFAULT_DRAIN_DEADLINE, Hardening, Limits, MutualTls, ParkConfig, ParkKey,
+    PeerPolicy, RunAs, ShutdownSignals, Sidecar, SidecarConfig, SocketAccess, SocketFile, TcpAccess,
+    default_cache_dir_for_user,
 };
 use tether_telemetry::TelemetryArgs;
 use tokio::task::JoinSet;
@@ -105,6 +106,20 @@ struct Args {
     /// execution slot meanwhile.
     #[arg(long, env = "TETHER_STALL_TIMEOUT_SECONDS", default_value_t = defaults().stall_timeout.as_secs_f64())]
     stall_timeout_seconds: f64,
+    /// Milliseconds every call a run waits on may wait before the run parks
+    /// (when its backend allows it: `Start.may_park`); a call awaiting a
+    /// person parks it at once (docs/parking.md).
+    #[arg(long, env = "TETHER_PARK_AFTER_MS", default_value_t = defaults().park.after.as_millis() as u64)]
+    park_after_ms: u64,
+    /// KiB of guest state a run may park with; a larger one waits on live.
+    #[arg(long, env = "TETHER_PARK_MAX_STATE_KIB", default_value_t = defaults().park.max_state_bytes >> 10)]
+    park_max_state_kib: u64,
+    /// A file of at least 32 secret bytes that seals parked states. Give
+    /// every sidecar of a deployment the same one, so any of them resumes a
+    /// run another parked; without it a key is made at random at start and
+    /// only this process resumes its runs.
+    #[arg(long, env = "TETHER_PARK_KEY_FILE")]
+    park_key_file: Option<PathBuf>,
     /// Tool calls per script.
     #[arg(long, default_value_t = defaults().limits.max_calls)]
     max_calls: u32,
@@ -270,6 +285,14 @@ fn access(args: &Args) -> anyhow::Result<Access> {
     })
 }
 
+/// The park key read from `path`, if one is given.
+fn park_key(path: Option<&std::path::Path>) -> anyhow::Result<Option<ParkKey>> {
+    let Some(path) = path else { return Ok(None) };
+    let secret = std::fs::read(path).with_context(|| format!("cannot read the park key file `{}`", path.display()))?;
+    let key = ParkKey::from_secret(&secret).with_context(|| format!("the park key file `{}`", path.display()))?;
+    Ok(Some(key))
+}
+
 /// `seconds` as a duration above zero, or an error naming `flag`.
 fn positive_seconds(seconds: f64, flag: &str) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(seconds)
@@ -322,6 +345,11 @@ fn main() -> anyhow::Result<()> {
         max_start_bytes: args.max_start_mib << 20,
         start_timeout: positive_seconds(args.start_timeout_seconds, "--start-timeout-seconds")?,
         stall_timeout: positive_seconds(args.stall_timeout_seconds, "--stall-timeout-seconds")?,
+        park: ParkConfig {
+            after: Duration::from_millis(args.park_after_ms),
+            max_state_bytes: args.park_max_state_kib << 10,
+            key: park_key(args.park_key_file.as_deref())?,
+        },
         ..defaults()
     };
     // Bind and harden while the process has one thread (see `harden`); the

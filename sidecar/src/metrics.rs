@@ -81,6 +81,9 @@ pub(crate) struct Metrics {
     run_duration: Histogram,
     call_round_trip: Histogram,
     pool_releases: Counter,
+    runs_resumed: Counter,
+    parked_state_bytes: Histogram,
+    park_duration: Histogram,
     slots_total: Gauge,
     slots_in_use: Gauge,
     runs_live: Gauge,
@@ -152,6 +155,26 @@ impl Metrics {
             "Times the sidecar, idle for `--idle-release-seconds`, gave its instance pool's memory back to the kernel",
             pool_releases.clone(),
         );
+        let runs_resumed = Counter::default();
+        registry.register(
+            "runs_resumed",
+            "Runs resumed from a parked state (`Start.resume`); a parked run counts in `runs_total{status=\"parked\"}`",
+            runs_resumed.clone(),
+        );
+        // 256 B .. 1 MiB: a Python run parks in a few kilobytes.
+        let parked_state_bytes = Histogram::new(exponential_buckets(256.0, 2.0, 13));
+        registry.register(
+            "parked_state_bytes",
+            "Bytes of each sealed parked state handed to a backend (`Parked.state`)",
+            parked_state_bytes.clone(),
+        );
+        // 10 µs .. ~80 ms.
+        let park_duration = Histogram::new(exponential_buckets(0.00001, 2.0, 14));
+        registry.register(
+            "park_duration_seconds",
+            "Time from a run's decision to park to its sealed state queued for the backend (the guest writing its state included)",
+            park_duration.clone(),
+        );
         let gauge = |registry: &mut Registry, name: &str, help: &str| {
             let gauge = Gauge::default();
             registry.register(name, help, gauge.clone());
@@ -186,6 +209,9 @@ impl Metrics {
             run_duration,
             call_round_trip,
             pool_releases,
+            runs_resumed,
+            parked_state_bytes,
+            park_duration,
             slots_total,
             slots_in_use,
             runs_live,
@@ -210,6 +236,7 @@ impl Metrics {
             Some(pb::RunStatus::Cancelled) => "cancelled",
             Some(pb::RunStatus::Internal) => "internal",
             Some(pb::RunStatus::ProtocolError) => "protocol_error",
+            Some(pb::RunStatus::ResumeRefused) => "resume_refused",
             Some(pb::RunStatus::Unspecified) => "unspecified",
         };
         self.runs.get_or_create(&StatusLabel { status }).inc();
@@ -250,6 +277,20 @@ impl Metrics {
         if let Some(round_trip) = round_trip {
             self.call_round_trip.observe(round_trip.as_secs_f64());
         }
+    }
+
+    /// A run parked after `took` of live time, with a sealed state of
+    /// `bytes`; `park` is how long parking took.
+    pub(crate) fn run_parked(&self, took: Duration, bytes: usize, park: Duration) {
+        self.runs.get_or_create(&StatusLabel { status: "parked" }).inc();
+        self.run_duration.observe(took.as_secs_f64());
+        self.parked_state_bytes.observe(bytes as f64);
+        self.park_duration.observe(park.as_secs_f64());
+    }
+
+    /// A run resumed from its parked state.
+    pub(crate) fn run_resumed(&self) {
+        self.runs_resumed.inc();
     }
 
     /// The idle sidecar gave its instance pool back (see `idle.rs`).

@@ -56,6 +56,20 @@ impl CapturedOutput {
         CapturedOutput { buffers: Arc::new(Mutex::new(buffers)) }
     }
 
+    /// Keeps at most `cap` bytes, `stdout` and `stderr` (what a parked run
+    /// had, already sent to the backend) among them.
+    pub(crate) fn resumed(cap: usize, stdout: Vec<u8>, stderr: Vec<u8>, truncated: bool) -> Self {
+        let buffers = Buffers {
+            remaining: cap.saturating_sub(stdout.len() + stderr.len()),
+            stdout_sent: stdout.len(),
+            stderr_sent: stderr.len(),
+            stdout,
+            stderr,
+            truncated,
+        };
+        CapturedOutput { buffers: Arc::new(Mutex::new(buffers)) }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Buffers> {
         // A panic while holding this lock cannot leave the buffers invalid.
         self.buffers.lock().unwrap_or_else(|poisoned| poisoned.into_inner())

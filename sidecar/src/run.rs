@@ -1,18 +1,22 @@
 //! One run: a fresh store and instance, the guest's `_start`, and how it ended.
 
-use crate::abi::HostLink;
-use crate::calls::{CallPort, RunLink};
+use crate::abi::{HostLink, ParkPlan, Parked};
+use crate::calls::{CallPort, RunLink, to_call_result};
 use crate::config::Limits;
 use crate::cpu::CpuMeter;
 use crate::engine::ToolFields;
 use crate::error::{LimitExceeded, RejectRun, RunEnd};
 use crate::memory::{MemoryBudget, MemoryLimiter};
 use crate::output::{CapturedOutput, Stream};
+use crate::park::{self, Carried, ParkKey, ResumeRefused};
 use crate::state::RunState;
 use crate::stream::BackendGone;
+use prost::Message as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tether_guest::{Outcome, StartDoc, ToolDoc, ToolSchema};
+use tether_codes::Reason;
+use tether_guest::wire::Resume;
+use tether_guest::{CallResult, Failure, Outcome, StartDoc, ToolDoc, ToolSchema};
 use tether_proto::pb;
 use wasmtime::{InstancePre, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
@@ -35,25 +39,70 @@ pub(crate) struct RunPlan {
     pub(crate) start_doc: Vec<u8>,
     /// The script's size, checked against `limits.script_bytes` when the run starts.
     pub(crate) source_bytes: u64,
+    /// About how many bytes the `Start` had on the wire.
+    pub(crate) start_bytes: u64,
+    /// The backend accepts `Parked` (`Start.may_park`).
+    pub(crate) may_park: bool,
+    /// For a resumed run, how each call it awaited ended (the values left
+    /// out): counted in the metrics as the run starts.
+    pub(crate) resumed_results: Vec<CallResult>,
+    /// For a run resumed from a park: what it carried (its guest state is
+    /// in `start_doc` now), or why it cannot resume.
+    pub(crate) resumed: Option<Result<Carried, ResumeRefused>>,
+}
+
+/// What a `Start` is checked against: the sidecar's limits, and the runtime
+/// it names with the key that sealed its parked states.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Admitting<'a> {
+    /// The sidecar's limits.
+    pub(crate) limits: &'a Limits,
+    /// What the runtime's start document carries of each tool.
+    pub(crate) tool_fields: ToolFields,
+    /// The runtime's build (a parked state must come from it).
+    pub(crate) build: &'a [u8; 32],
+    /// What sealed parked states.
+    pub(crate) park_key: &'a ParkKey,
 }
 
 impl RunPlan {
-    /// Checks `start` against the sidecar's `limits` and writes the start
-    /// document of a runtime that reads `tool_fields` of each tool.
+    /// Checks `start` against what it is `admitting` to and writes the
+    /// start document; for a resumed run (`Start.resume`), unseals its
+    /// parked state and answers the batch it waits on.
     ///
     /// # Errors
     /// [`RejectRun::Protocol`] for a malformed `Start` (missing run id,
-    /// unreadable input, or a tool schema the guest would read that is not
-    /// JSON).
-    pub(crate) fn new(
-        start: pb::Start,
-        sidecar_limits: &Limits,
-        tool_fields: ToolFields,
-    ) -> Result<RunPlan, RejectRun> {
+    /// unreadable input, a tool schema the guest would read that is not
+    /// JSON, resume results that do not answer exactly the calls the run
+    /// waits on). A parked state that cannot resume is not an error here:
+    /// the run ends with why ([`RunPlan::resumed`]).
+    pub(crate) fn new(mut start: pb::Start, admitting: Admitting<'_>) -> Result<RunPlan, RejectRun> {
         if start.run_id.is_empty() {
             return Err(RejectRun::Protocol("`Start.run_id` is required".into()));
         }
-        let limits = sidecar_limits.tightened_by(start.limits.as_ref());
+        let tool_fields = admitting.tool_fields;
+        let start_bytes = self::start_bytes(&start);
+        let resume = start.resume.take();
+        let parent_call_id = if start.parent_call_id.is_empty() { &start.run_id } else { &start.parent_call_id };
+        let carried = resume.as_ref().map(|resume| {
+            let carried =
+                park::unseal(admitting.park_key, &resume.state, admitting.build, &start.turn_id, &start.run_id)?;
+            // Call ids go on from the parked run's: the same parent's.
+            if carried.parent_call_id != *parent_call_id {
+                return Err(ResumeRefused::OtherRun {
+                    field: "parent_call_id",
+                    sealed: carried.parent_call_id,
+                    given: parent_call_id.clone(),
+                });
+            }
+            Ok(carried)
+        });
+        // A resumed run keeps the limits it parked under, tightened again.
+        let parked_limits = match &carried {
+            Some(Ok(carried)) => admitting.limits.tightened_by(carried.limits.as_ref()),
+            _ => *admitting.limits,
+        };
+        let limits = parked_limits.tightened_by(start.limits.as_ref());
         // The document's size, near enough that writing it seldom reallocates:
         // with MCP tools it runs to a hundred kilobytes.
         let tool_bytes = |t: &pb::ToolSpec| match tool_fields {
@@ -95,12 +144,35 @@ impl RunPlan {
         }
         let parent_call_id = if start.parent_call_id.is_empty() { start.run_id.clone() } else { start.parent_call_id };
         let source_bytes = start.source.len() as u64;
+        let mut resumed_results = Vec::new();
+        let (resumed, resume_doc) = match (carried, resume) {
+            (Some(Ok(mut carried)), Some(resume)) => {
+                let results = answer_parked_batch(&carried, resume.results, limits.result_bytes)?;
+                resumed_results = carried
+                    .batch
+                    .iter()
+                    .zip(&results)
+                    .filter(|(call, _)| call.answer_json.is_none())
+                    .map(|(_, result)| match result {
+                        CallResult::Ok(_) => CallResult::Ok(serde_json::Value::Null),
+                        CallResult::Err(failure) => CallResult::Err(failure.clone()),
+                    })
+                    .collect();
+                // Only the guest needs these now.
+                carried.batch.clear();
+                let doc = Resume::new(&std::mem::take(&mut carried.guest_state), results);
+                (Some(Ok(carried)), Some(doc))
+            }
+            (Some(Err(refused)), _) => (Some(Err(refused)), None),
+            _ => (None, None),
+        };
         let doc = StartDoc {
             abi: tether_guest::ABI_VERSION,
             language: start.language.clone(),
             source: start.source,
             input,
             tools,
+            resume: resume_doc,
         };
         let mut start_doc = Vec::with_capacity(doc_bytes);
         serde_json::to_writer(&mut start_doc, &doc)
@@ -113,8 +185,75 @@ impl RunPlan {
             limits,
             start_doc,
             source_bytes,
+            start_bytes,
+            may_park: start.may_park,
+            resumed_results,
+            resumed,
         })
     }
+}
+
+/// The results a resumed run's guest gets for the batch it parked on: the
+/// answers sealed with it, and `results` for the calls it awaited.
+///
+/// # Errors
+/// [`RejectRun::Protocol`] unless `results` answer each awaited call once
+/// and nothing else.
+fn answer_parked_batch(
+    carried: &Carried,
+    results: Vec<pb::ToolResult>,
+    result_bytes: u64,
+) -> Result<Vec<CallResult>, RejectRun> {
+    let awaiting = carried.awaiting();
+    let mut by_id = std::collections::HashMap::with_capacity(results.len());
+    for result in results {
+        if !awaiting.contains(&result.id) {
+            return Err(RejectRun::Protocol(format!(
+                "`Start.resume.results` answers `{}`, which the parked run does not wait on (it waits on {awaiting:?})",
+                result.id
+            )));
+        }
+        if result.outcome.is_none() {
+            return Err(RejectRun::Protocol(format!(
+                "`ToolResult` `{}` has neither `value_json` nor `failure`",
+                result.id
+            )));
+        }
+        if let Some(repeated) = by_id.insert(result.id.clone(), result) {
+            return Err(RejectRun::Protocol(format!("`Start.resume.results` answers `{}` twice", repeated.id)));
+        }
+    }
+    carried
+        .batch
+        .iter()
+        .map(|call| match &call.answer_json {
+            // Sealed by this sidecar's key, so it reads; a failure is a bug.
+            Some(json) => {
+                Ok(serde_json::from_str(json)
+                    .unwrap_or_else(|_| CallResult::Err(Failure::from(&Reason::MissingResult))))
+            }
+            None => match by_id.remove(&call.id) {
+                Some(result) => Ok(to_call_result(&call.name, Some(result), result_bytes)),
+                None => Err(RejectRun::Protocol(format!(
+                    "`Start.resume.results` has no result for `{}`; answer every id in `Parked.awaiting`",
+                    call.id
+                ))),
+            },
+        })
+        .collect()
+}
+
+/// The bytes `start` held on the wire, near enough: its payloads, and room
+/// for its ids and framing.
+pub(crate) fn start_bytes(start: &pb::Start) -> u64 {
+    let tools: usize =
+        start.tools.iter().map(|t| 16 + t.name.len() + t.description.len() + t.input_schema_json.len()).sum();
+    let ids = start.run_id.len() + start.turn_id.len() + start.parent_call_id.len() + start.language.len();
+    // A resumed run's state (as the guest gets it, in base64) and results.
+    let resume = start.resume.as_ref().map_or(0, |resume| {
+        resume.state.len() * 2 + resume.results.iter().map(|result| 64 + result.encoded_len()).sum::<usize>()
+    });
+    (256 + start.source.len() + start.input_json.len() + ids + tools + resume) as u64
 }
 
 /// What a run is measured and charged against.
@@ -146,9 +285,13 @@ pub(crate) async fn execute(
     plan: &RunPlan,
     start_doc: Vec<u8>,
     calls: CallPort,
+    park: Option<ParkPlan>,
     output: &CapturedOutput,
     meters: Meters<'_>,
 ) -> (RunEnd, Option<Spent>) {
+    if let Some(Err(refused)) = &plan.resumed {
+        return (RunEnd::ResumeRefused(refused.clone()), None);
+    }
     if plan.source_bytes > plan.limits.script_bytes {
         let end = RunEnd::Limit(LimitExceeded::ScriptSize { size: plan.source_bytes, limit: plan.limits.script_bytes });
         return (end, None);
@@ -157,7 +300,7 @@ pub(crate) async fn execute(
     let state = RunState {
         wasi,
         limiter: MemoryLimiter::new(plan.limits.memory_bytes, meters.memory),
-        host: HostLink::new(start_doc, calls),
+        host: HostLink::new(start_doc, calls, park),
     };
     let mut store = Store::new(pre.module().engine(), state);
     store.limiter(|state| &mut state.limiter);
@@ -202,6 +345,10 @@ async fn run_guest(pre: &InstancePre<RunState>, store: &mut Store<RunState>) -> 
     let outcome = store.data_mut().host.take_outcome();
     match result {
         Ok(()) => from_outcome(outcome),
+        Err(error) if error.downcast_ref::<Parked>().is_some() => match store.data_mut().host.take_parked() {
+            Some(parked) => RunEnd::Parked(Box::new(parked)),
+            None => RunEnd::Internal("the guest parked with no state recorded".into()),
+        },
         Err(error) => match error.downcast_ref::<I32Exit>() {
             Some(I32Exit(0)) => from_outcome(outcome),
             _ => classify_trap(error),
@@ -257,6 +404,11 @@ mod tests {
         }
     }
 
+    fn planned(start: pb::Start, limits: &Limits, tool_fields: ToolFields) -> Result<RunPlan, RejectRun> {
+        let key = ParkKey::from_secret(&[9; 32]).unwrap();
+        RunPlan::new(start, Admitting { limits, tool_fields, build: &[0; 32], park_key: &key })
+    }
+
     fn guest_tool(plan: &RunPlan) -> serde_json::Value {
         let doc: serde_json::Value = serde_json::from_slice(&plan.start_doc).unwrap();
         doc["tools"][0].clone()
@@ -266,12 +418,11 @@ mod tests {
     fn a_tool_schema_reaches_the_guest_as_given_and_a_broken_one_is_refused() {
         let limits = Limits::default();
         let schema = r#"{"type": "object", "required": ["x"]}"#;
-        let plan = RunPlan::new(start_with_schema(schema), &limits, ToolFields::All).unwrap();
+        let plan = planned(start_with_schema(schema), &limits, ToolFields::All).unwrap();
         assert_eq!(guest_tool(&plan)["input_schema"], serde_json::json!({"type": "object", "required": ["x"]}));
-        let plan = RunPlan::new(start_with_schema("  "), &limits, ToolFields::All).unwrap();
+        let plan = planned(start_with_schema("  "), &limits, ToolFields::All).unwrap();
         assert_eq!(guest_tool(&plan)["input_schema"], serde_json::json!({"type": "object"}), "no schema: any object");
-        let Err(RejectRun::Protocol(message)) =
-            RunPlan::new(start_with_schema(r#"{"type": "#), &limits, ToolFields::All)
+        let Err(RejectRun::Protocol(message)) = planned(start_with_schema(r#"{"type": "#), &limits, ToolFields::All)
         else {
             panic!("a schema that is not JSON must be refused");
         };
@@ -282,9 +433,9 @@ mod tests {
     fn a_guest_that_reads_names_only_gets_names_only() {
         let mut start = start_with_schema(r#"{"type": "object", "required": ["x"]}"#);
         start.tools[0].description = "Does t.".into();
-        let plan = RunPlan::new(start, &Limits::default(), ToolFields::NamesOnly).unwrap();
+        let plan = planned(start, &Limits::default(), ToolFields::NamesOnly).unwrap();
         assert_eq!(guest_tool(&plan), serde_json::json!({"name": "t", "description": "", "input_schema": null}));
         // What it never reads is not checked either.
-        assert!(RunPlan::new(start_with_schema(r#"{"type": "#), &Limits::default(), ToolFields::NamesOnly).is_ok());
+        assert!(planned(start_with_schema(r#"{"type": "#), &Limits::default(), ToolFields::NamesOnly).is_ok());
     }
 }

@@ -14,6 +14,7 @@ use crate::loader::EngineCell;
 use crate::memory::MemoryBudget;
 use crate::metrics::{Gauges, Metrics};
 use crate::metrics_endpoint;
+use crate::park::ParkKey;
 use crate::service::{Shared, SidecarService};
 use crate::slots::Capacity;
 use crate::unix_authority::AuthorityRewrite;
@@ -67,6 +68,9 @@ pub enum SidecarError {
     /// The threads that serve a listener's connections could not start.
     #[error("failed to start the sidecar's worker threads (check the process's thread and file limits): {0}")]
     Workers(std::io::Error),
+    /// No park key was given and none could be made at random.
+    #[error("could not make a random park key ({0}); give one with `--park-key-file`")]
+    ParkKey(std::io::Error),
 }
 
 impl From<EngineError> for SidecarError {
@@ -135,7 +139,11 @@ impl Sidecar {
         let driven = Arc::new(DrivenRuns::default());
         let metrics = Arc::new(Metrics::new());
         let watches = health::watch_permits(config.connections.max_health_watches);
-        let shared = Arc::new(Shared { engine, config, capacity, memory, lifecycle, metrics, driven });
+        let park_key = match &config.park.key {
+            Some(key) => key.clone(),
+            None => ParkKey::random().map_err(SidecarError::ParkKey)?,
+        };
+        let shared = Arc::new(Shared { engine, config, capacity, memory, lifecycle, metrics, driven, park_key });
         idle::spawn(Arc::downgrade(&shared), idle_release).map_err(SidecarError::IdleRelease)?;
         spawn_sweeper(Arc::downgrade(&shared)).map_err(SidecarError::Sweeper)?;
         Ok(Sidecar { shared, watches })

@@ -9,7 +9,8 @@
 //! deadline) — and dropping the guest's future frees its instance, slot and
 //! waiting place at once.
 
-use crate::calls::{CallLimits, CallPort, RunLink};
+use crate::abi::ParkPlan;
+use crate::calls::{CallLimits, CallPort, ParkWhen, RunLink};
 use crate::config::SidecarConfig;
 use crate::cpu::{CpuMeter, Metered};
 use crate::driven::{DrivenRuns, RunStream};
@@ -19,6 +20,7 @@ use crate::lifecycle::{Lifecycle, Phase};
 use crate::loader::{EngineCell, EngineState};
 use crate::memory::MemoryBudget;
 use crate::metrics::Metrics;
+use crate::park::{self, Carried, ParkedGuest};
 use crate::run::{self, RunPlan};
 use crate::slots::{Admission, Capacity};
 use crate::stream::{Flow, Outbound, PendingCalls};
@@ -26,7 +28,7 @@ use crate::workers::Placement;
 use futures::{Stream, StreamExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tether_proto::pb::{self, backend_message, sidecar_server};
 use tether_telemetry::TraceContext;
 use tokio::sync::mpsc;
@@ -47,6 +49,8 @@ pub(crate) struct Shared {
     pub(crate) metrics: Arc<Metrics>,
     /// Runs driven by their response streams (`driven`).
     pub(crate) driven: Arc<DrivenRuns>,
+    /// What seals parked states: `config.park.key`, or one made at start.
+    pub(crate) park_key: crate::park::ParkKey,
 }
 
 /// The `tether.v1.Sidecar` gRPC service.
@@ -131,8 +135,14 @@ impl SidecarService {
         // Charged before the `Start` is parsed, so one past the budget costs
         // no more than its receipt.
         let capacity = &self.shared.capacity;
-        let held = capacity.hold_start(start_bytes(&start)).map_err(RejectRun::from)?;
-        let plan = RunPlan::new(start, &self.shared.config.limits, runtime.tool_fields)?;
+        let held = capacity.hold_start(run::start_bytes(&start)).map_err(RejectRun::from)?;
+        let admitting = run::Admitting {
+            limits: &self.shared.config.limits,
+            tool_fields: runtime.tool_fields,
+            build: &runtime.build,
+            park_key: &self.shared.park_key,
+        };
+        let plan = RunPlan::new(start, admitting)?;
         let admission = capacity.admit(held).map_err(RejectRun::from)?;
 
         let (sender, receiver) = mpsc::channel(OUTBOUND_BUFFER);
@@ -165,15 +175,6 @@ impl SidecarService {
             None => Ok(RunStream::driving(receiver, flow, run, deadline, &self.shared.driven)),
         }
     }
-}
-
-/// The bytes `start` held on the wire, near enough: its payloads, and room
-/// for its ids and framing.
-fn start_bytes(start: &pb::Start) -> u64 {
-    let tools: usize =
-        start.tools.iter().map(|t| 16 + t.name.len() + t.description.len() + t.input_schema_json.len()).sum();
-    let ids = start.run_id.len() + start.turn_id.len() + start.parent_call_id.len() + start.language.len();
-    (256 + start.source.len() + start.input_json.len() + ids + tools) as u64
 }
 
 /// One admitted run and everything it holds.
@@ -211,9 +212,41 @@ impl RunTask {
         // Until the run has an end to report, dropping it (its stream gone
         // with the backend) is the backend's leaving.
         let left = BackendLeft { metrics: &shared.metrics, started, span: run_span.clone(), armed: true };
-        let link = RunLink::new(outbound.clone(), plan.limits.output_bytes, shared.metrics.clone());
-        let cpu = Arc::new(CpuMeter::default());
+        // A resumed run goes on from what it carried; its time parked counts
+        // toward nothing (the approval wait has its own limit, in the backend).
+        // Its output so far goes to the run's link, and the plan keeps none.
+        let output_before = plan.resumed.as_mut().and_then(|resumed| resumed.as_mut().ok()).map(|carried| {
+            (std::mem::take(&mut carried.stdout), std::mem::take(&mut carried.stderr), carried.output_truncated)
+        });
+        let carried = plan.resumed.as_ref().and_then(|resumed| resumed.as_ref().ok());
+        let before = carried.and_then(|carried| carried.stats).unwrap_or_default();
+        if carried.is_some() {
+            shared.metrics.run_resumed();
+            tracing::info!(calls = before.calls, "run resumed from its parked state");
+        }
+        let link = match output_before {
+            Some(output) => {
+                RunLink::resumed(outbound.clone(), plan.limits.output_bytes, shared.metrics.clone(), output, before)
+            }
+            None => RunLink::new(outbound.clone(), plan.limits.output_bytes, shared.metrics.clone()),
+        };
+        for result in &plan.resumed_results {
+            shared.metrics.call_ended(result, None);
+        }
+        let cpu = Arc::new(CpuMeter::starting_at(Duration::from_micros(before.cpu_time_us)));
+        let lived_before = Duration::from_micros(before.wall_time_us);
         let peak_memory = AtomicU64::new(0);
+        let runtime = engine.runtime(&plan.language);
+        let build = runtime.map(|runtime| runtime.build).unwrap_or_default();
+        let park = (plan.may_park && runtime.is_some_and(|runtime| runtime.parks)).then_some(ParkPlan {
+            when: ParkWhen {
+                after: shared.config.park.after,
+                // With a random key only this process could resume them.
+                phase: shared.config.park.key.is_some().then(|| shared.lifecycle.subscribe()),
+            },
+            max_state_bytes: shared.config.park.max_state_bytes,
+            max_resume_bytes: (shared.config.max_message_bytes() as u64).saturating_sub(plan.start_bytes),
+        });
 
         let guest = async {
             let slot = admission.first_slot().await;
@@ -223,8 +256,11 @@ impl RunTask {
                 args_bytes: plan.limits.args_bytes,
                 result_bytes: plan.limits.result_bytes,
             };
-            let port = CallPort::new(limits, link.clone(), slot, run_span.clone());
-            let Some(runtime) = engine.runtime(&plan.language) else {
+            let mut port = CallPort::new(limits, link.clone(), slot, run_span.clone());
+            if let Some(carried) = carried {
+                port = port.resumed(carried.calls_made, carried.batches, carried.cap_reported);
+            }
+            let Some(runtime) = runtime else {
                 return (RunEnd::Internal(format!("runtime `{}` vanished", plan.language)), None);
             };
             let meters = run::Meters {
@@ -233,10 +269,10 @@ impl RunTask {
                 peak_memory: &peak_memory,
                 link: link.clone(),
             };
-            run::execute(&runtime.pre, &plan, start_doc, port, &link.output, meters).await
+            run::execute(&runtime.pre, &plan, start_doc, port, park, &link.output, meters).await
         };
         let guest = Metered::new(guest, cpu.clone());
-        let deadline = tokio::time::sleep(plan.limits.deadline);
+        let deadline = tokio::time::sleep(plan.limits.deadline.saturating_sub(lived_before));
 
         let (end, spent) = tokio::select! {
             ended = guest => ended,
@@ -268,6 +304,7 @@ impl RunTask {
         match &run_end {
             RunEnd::Internal(cause) => tracing::error!(%cause, "run failed in the sidecar"),
             RunEnd::GuestFault(cause) => tracing::warn!(%cause, "the guest crashed"),
+            RunEnd::Parked(_) => {}
             other => tracing::info!(end = other.kind(), "run ended"),
         }
         let stats = &link.stats;
@@ -276,27 +313,44 @@ impl RunTask {
             calls_refused_by_cap: stats.refused_by_cap.load(Ordering::Relaxed),
             cpu_time_us: cpu.used().as_micros() as u64,
             wait_time_us: stats.wait_us.load(Ordering::Relaxed),
-            wall_time_us: started.elapsed().as_micros() as u64,
-            peak_memory_bytes: peak_memory.load(Ordering::Relaxed),
+            wall_time_us: (lived_before + started.elapsed()).as_micros() as u64,
+            peak_memory_bytes: peak_memory.load(Ordering::Relaxed).max(before.peak_memory_bytes),
         };
-        // The last output first; `Finished` then repeats all of it.
-        let finished = run_end.into_finished(link.output.contents(), stats, plan.limits.to_proto());
-        shared.metrics.run_ended(Some(finished.status()), started.elapsed());
-        // With room on the stream for the last output (stdout and stderr)
-        // and `Finished`, the backend gets its answer before the instance is
-        // torn down (the pool resets its memory then). Without room,
-        // teardown comes first, so a backend that reads slowly never holds a
-        // pool slot.
-        let spent = if outbound.has_room(3) {
-            spent
-        } else {
-            drop(spent);
-            None
+        let (last_message, spent) = match run_end {
+            RunEnd::Parked(parked) => {
+                // The instance and its memory go before anything is sent:
+                // a parked run holds nothing in the sidecar.
+                drop(spent);
+                let identity = RunIdentity { build: &build, plan: &plan };
+                let parked = seal_parked(*parked, identity, stats, &link, &shared);
+                shared.metrics.run_parked(started.elapsed(), parked.0.state.len(), parked.1);
+                run_span.in_scope(|| {
+                    tracing::info!(state_bytes = parked.0.state.len(), awaiting = ?parked.0.awaiting, "run parked");
+                });
+                (pb::sidecar_message::Kind::Parked(parked.0), None)
+            }
+            run_end => {
+                // The last output first; `Finished` then repeats all of it.
+                let finished = run_end.into_finished(link.output.contents(), stats, plan.limits.to_proto());
+                shared.metrics.run_ended(Some(finished.status()), started.elapsed());
+                // With room on the stream for the last output (stdout and
+                // stderr) and `Finished`, the backend gets its answer before
+                // the instance is torn down (the pool resets its memory
+                // then). Without room, teardown comes first, so a backend
+                // that reads slowly never holds a pool slot.
+                let spent = if outbound.has_room(3) {
+                    spent
+                } else {
+                    drop(spent);
+                    None
+                };
+                (pb::sidecar_message::Kind::Finished(finished), spent)
+            }
         };
         let last = async {
             // A failed send means the backend is gone; there is no one left to tell.
             if link.flush_output().await.is_ok() {
-                let _ = outbound.send(pb::sidecar_message::Kind::Finished(finished)).await;
+                let _ = outbound.send(last_message).await;
             }
         };
         // A backend that reads nothing more loses the `Finished` too, in time.
@@ -309,6 +363,45 @@ impl RunTask {
         }
         drop(spent);
     }
+}
+
+/// Who a parked run is: its guest build and its plan.
+struct RunIdentity<'a> {
+    build: &'a [u8; 32],
+    plan: &'a RunPlan,
+}
+
+/// The `Parked` message of a run that parked, and how long parking took.
+fn seal_parked(
+    parked: ParkedGuest,
+    identity: RunIdentity<'_>,
+    stats: pb::RunStats,
+    link: &RunLink,
+    shared: &Shared,
+) -> (pb::Parked, Duration) {
+    let ParkedGuest { guest_state, port, asked } = parked;
+    let (stdout, stderr, output_truncated) = link.output.contents();
+    let plan = identity.plan;
+    let carried = Carried {
+        guest_build: identity.build.to_vec(),
+        language: plan.language.clone(),
+        turn_id: plan.turn_id.clone(),
+        run_id: plan.run_id.clone(),
+        parent_call_id: plan.parent_call_id.clone(),
+        limits: Some(plan.limits.to_proto()),
+        calls_made: port.calls_made,
+        batches: port.batches,
+        cap_reported: port.cap_reported,
+        stats: Some(stats),
+        stdout,
+        stderr,
+        output_truncated,
+        batch: port.batch,
+        guest_state,
+    };
+    let awaiting = carried.awaiting();
+    let state = park::seal(&shared.park_key, &carried);
+    (pb::Parked { state, awaiting, stats: Some(stats) }, asked.elapsed())
 }
 
 /// Ends a run whose stream took nothing for `timeout`: counted, logged, and
@@ -388,6 +481,14 @@ where
             }
             Some(backend_message::Kind::Cancel(cancel)) => {
                 return InboundEnd::Cancelled(CancelledBy::Backend(cancel.reason));
+            }
+            Some(backend_message::Kind::AwaitingPerson(awaiting)) => {
+                if pending.mark_for_person(&awaiting.id).is_err() {
+                    return InboundEnd::Broke(format!(
+                        "`AwaitingPerson` for call id `{}`, which is not waiting for a result",
+                        awaiting.id
+                    ));
+                }
             }
             Some(backend_message::Kind::Start(_)) => {
                 return InboundEnd::Broke("`Start` may be sent only once per run".into());

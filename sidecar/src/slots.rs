@@ -160,20 +160,6 @@ impl ExecutionSlot {
         self.capacity.waiting.try_enter()
     }
 
-    /// Gives the slot back while `wait` runs — the script cannot compute
-    /// while it waits — then queues (FIFO) for a slot again. The run keeps
-    /// its `place` among the waiting runs until it has a slot again, because
-    /// until then it still holds its instance.
-    ///
-    /// # Cancel safety
-    /// Dropping the future drops `place` and leaves the run without a slot;
-    /// only a run that is ending drops it.
-    pub(crate) async fn give_back_while<F: Future>(&mut self, place: GaugePlace, wait: F) -> F::Output {
-        let output = self.give_back_during(wait).await;
-        drop(place);
-        output
-    }
-
     /// Gives the slot back while `wait` runs, then queues (FIFO) for a slot
     /// again: for a run that waits for room on its stream, which computes
     /// nothing meanwhile either.
@@ -321,9 +307,11 @@ mod tests {
 
         let place = slot.try_wait().unwrap();
         assert!(slot.try_wait().is_none(), "one run may wait");
-        let free_while_waiting = slot.give_back_while(place, async { capacity.free_slots() }).await;
+        let free_while_waiting = slot.give_back_during(async { capacity.free_slots() }).await;
         assert_eq!(free_while_waiting, 1, "the slot is given back during the wait");
-        assert_eq!((capacity.free_slots(), capacity.waiting()), (0, 0), "and retaken after it");
+        assert_eq!((capacity.free_slots(), capacity.waiting()), (0, 1), "and retaken after it, the place still held");
+        drop(place);
+        assert_eq!(capacity.waiting(), 0);
 
         drop(slot);
         drop(admission);

@@ -4,7 +4,7 @@
 //! still owes it ([`PendingCalls`]).
 
 use futures::task::AtomicWaker;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
@@ -184,22 +184,36 @@ impl Outbound {
     }
 }
 
-/// Results the backend still owes a run, by call id. The run's inbound reader
-/// delivers into it; the run's calls wait on it. Cheap to clone.
+/// Results the backend still owes a run, by call id, and which of those
+/// calls wait for a person. The run's inbound reader delivers into it; the
+/// run's calls wait on it. Cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PendingCalls {
-    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<pb::ToolResult>>>>,
+    inner: Arc<PendingInner>,
+}
+
+#[derive(Debug, Default)]
+struct PendingInner {
+    waiting: Mutex<Waiting>,
+    /// Woken when a waiting call is marked as waiting for a person.
+    person: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct Waiting {
+    results: HashMap<String, oneshot::Sender<pb::ToolResult>>,
+    for_person: HashSet<String>,
 }
 
 impl PendingCalls {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, oneshot::Sender<pb::ToolResult>>> {
-        self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Waiting> {
+        lock(&self.inner.waiting)
     }
 
     /// Registers call `id`; the receiver gets its result.
     pub(crate) fn expect(&self, id: &str) -> oneshot::Receiver<pb::ToolResult> {
         let (sender, receiver) = oneshot::channel();
-        self.lock().insert(id.to_owned(), sender);
+        self.lock().results.insert(id.to_owned(), sender);
         receiver
     }
 
@@ -208,7 +222,9 @@ impl PendingCalls {
     /// # Errors
     /// Returns the result back if no call of this run waits for its id.
     pub(crate) fn deliver(&self, result: pb::ToolResult) -> Result<(), pb::ToolResult> {
-        match self.lock().remove(&result.id) {
+        let mut waiting = self.lock();
+        waiting.for_person.remove(&result.id);
+        match waiting.results.remove(&result.id) {
             // A send fails only if the call was abandoned meanwhile; nothing waits then.
             Some(sender) => {
                 let _ = sender.send(result);
@@ -216,5 +232,32 @@ impl PendingCalls {
             }
             None => Err(result),
         }
+    }
+
+    /// Marks call `id` as waiting for a person (`AwaitingPerson`).
+    ///
+    /// # Errors
+    /// If no call of this run waits for a result of that id.
+    pub(crate) fn mark_for_person(&self, id: &str) -> Result<(), ()> {
+        let mut waiting = self.lock();
+        if !waiting.results.contains_key(id) {
+            return Err(());
+        }
+        waiting.for_person.insert(id.to_owned());
+        drop(waiting);
+        self.inner.person.notify_waiters();
+        Ok(())
+    }
+
+    /// True when call `id` waits for a person.
+    pub(crate) fn is_for_person(&self, id: &str) -> bool {
+        self.lock().for_person.contains(id)
+    }
+
+    /// Completes at the next [`Self::mark_for_person`] once it is enabled
+    /// (`Notified::enable`) or first polled: enable it before checking
+    /// [`Self::is_for_person`], and no mark is missed in between.
+    pub(crate) fn person_marked(&self) -> tokio::sync::futures::Notified<'_> {
+        self.inner.person.notified()
     }
 }

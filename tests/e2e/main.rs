@@ -12,6 +12,7 @@ mod conformance;
 mod disconnect;
 mod hostile;
 mod limits;
+mod parking;
 mod prepare_cache;
 mod protocol;
 mod python_depth;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tether_codes::Reason;
 use tether_proto::pb::{self, backend_message, sidecar_client, sidecar_message};
 use tether_telemetry::TraceContext;
-use tether_turn::ToolDef;
+use tether_turn::{OnAwaitingPerson, ToolDef};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +33,10 @@ const READINESS_SERVICE: &str = "tether.v1.Sidecar";
 
 /// Messages the client may queue to the sidecar before waiting.
 const OUTBOUND_BUFFER: usize = 64;
+
+/// How long the client tries to resume a parked run on a sidecar that
+/// refuses it as UNAVAILABLE (draining, or still loading).
+const RESUME_PATIENCE: Duration = Duration::from_secs(60);
 
 /// HTTP/2 keepalive on the connection to the sidecar: a PING every
 /// `interval` (idle or not), and the connection is closed when one is not
@@ -135,6 +139,11 @@ pub struct RunRequest {
     pub tools: Vec<ToolDef>,
     /// Limits for this run; unset fields use the sidecar's.
     pub limits: pb::Limits,
+    /// The run may park (`docs/parking.md`): while its calls wait, the
+    /// sidecar hands back its suspended state and frees its instance, and
+    /// the client resumes it on a new stream once the results are in — the
+    /// caller sees one run either way ([`RunOutcome::parks`] counts).
+    pub may_park: bool,
 }
 
 impl RunRequest {
@@ -161,6 +170,8 @@ impl RunRequest {
                 })
                 .collect(),
             limits: Some(self.limits),
+            may_park: self.may_park,
+            resume: None,
         }
     }
 }
@@ -317,57 +328,233 @@ impl SidecarClient {
         // (for a `Turn`, the `run_script` call's): its trace context goes
         // along as request metadata.
         let trace_context = TraceContext::of(&tracing::Span::current());
+        let start = request.into_start();
+        // Calls being served; refusals being recorded (these finish even
+        // after `Finished`: they are part of the run's record). Both live
+        // across a park: a call served while the run is parked answers it
+        // on the stream that resumes it.
+        let mut in_flight: FuturesUnordered<BoxFuture<'_, pb::ToolResult>> = FuturesUnordered::new();
+        let mut recording: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
+        // The results of the batch the script waits on, kept until its next
+        // batch: a run that parks may have been sealed before they arrived.
+        let mut batch = BatchResults { keep: start.may_park, ..BatchResults::default() };
+        // Ids of calls that started waiting for a person, from the handler.
+        let (person_tx, mut person_rx) = mpsc::unbounded_channel();
+        let mut parks = 0;
+        let mut resume = None;
+        loop {
+            let stream = match resume.take() {
+                None => self.open_stream(&start, None, &trace_context).await?,
+                Some(resume) => self.open_resumed(&start, resume, &trace_context).await?,
+            };
+            let calls = Calls { handler, person: &person_tx };
+            let ends = drive_stream(stream, calls, &cancel, &mut in_flight, &mut recording, &mut batch, &mut person_rx);
+            match ends.await? {
+                StreamEnd::Finished(finished) => {
+                    while recording.next().await.is_some() {}
+                    return Ok(RunOutcome { parks, ..RunOutcome::from_finished(*finished) });
+                }
+                StreamEnd::Parked(parked) => {
+                    parks += 1;
+                    tracing::debug!(awaiting = ?parked.awaiting, state_bytes = parked.state.len(), "the run parked");
+                    let Some(results) =
+                        batch.collect(&parked.awaiting, &mut in_flight, &mut recording, &cancel).await?
+                    else {
+                        while recording.next().await.is_some() {}
+                        return Ok(RunOutcome::cancelled_while_parked(parked, parks));
+                    };
+                    resume = Some(pb::Resume { state: parked.state, results });
+                }
+            }
+        }
+    }
+
+    /// Opens the stream that resumes a parked run. A sidecar that is
+    /// draining (it may be the one that parked the run, for a rolling
+    /// restart) refuses it with UNAVAILABLE: the client tries again, with
+    /// back-off, for [`RESUME_PATIENCE`] — behind a load balancer, a new
+    /// connection reaches another sidecar.
+    async fn open_resumed(
+        &self,
+        start: &pb::Start,
+        resume: pb::Resume,
+        trace_context: &TraceContext,
+    ) -> Result<OpenStream, ClientError> {
+        let give_up = tokio::time::Instant::now() + RESUME_PATIENCE;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match self.open_stream(start, Some(resume.clone()), trace_context).await {
+                Err(ClientError::Status(status))
+                    if status.code() == tonic::Code::Unavailable && tokio::time::Instant::now() + pause < give_up =>
+                {
+                    tracing::info!(reason = %status.message(), "no sidecar takes the parked run yet; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                opened => return opened,
+            }
+        }
+    }
+
+    /// Opens a run stream and sends `start` (with `resume`, to resume a parked run).
+    async fn open_stream(
+        &self,
+        start: &pb::Start,
+        resume: Option<pb::Resume>,
+        trace_context: &TraceContext,
+    ) -> Result<OpenStream, ClientError> {
         let (outbound, receiver) = mpsc::channel(OUTBOUND_BUFFER);
-        let start = pb::BackendMessage { kind: Some(backend_message::Kind::Start(request.into_start())) };
+        let start = pb::Start { resume, ..start.clone() };
+        let start = pb::BackendMessage { kind: Some(backend_message::Kind::Start(start)) };
         outbound.send(start).await.map_err(|_| ClientError::Protocol("the outbound queue closed".into()))?;
         let mut run = self.request(ReceiverStream::new(receiver));
         trace_context.inject(run.metadata_mut());
-        let mut inbound = self.grpc.clone().run(run).await?.into_inner();
+        let inbound = self.grpc.clone().run(run).await?.into_inner();
+        Ok(OpenStream { outbound, inbound })
+    }
+}
 
-        // Calls being served; refusals being recorded (these finish even
-        // after `Finished`: they are part of the run's record).
-        let mut in_flight: FuturesUnordered<BoxFuture<'_, pb::ToolResult>> = FuturesUnordered::new();
-        let mut recording: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
-        let mut cancel_sent = false;
-        loop {
+/// One run stream: the backend's side and the sidecar's.
+struct OpenStream {
+    outbound: mpsc::Sender<pb::BackendMessage>,
+    inbound: tonic::Streaming<pb::SidecarMessage>,
+}
+
+/// How a run stream ended.
+enum StreamEnd {
+    /// The run is over.
+    Finished(Box<pb::Finished>),
+    /// The run parked; resume it with the results of `awaiting`.
+    Parked(pb::Parked),
+}
+
+/// Who serves a run's calls, and where they say they wait for a person.
+#[derive(Clone, Copy)]
+struct Calls<'h, 'p> {
+    handler: &'h dyn CallHandler,
+    person: &'p mpsc::UnboundedSender<String>,
+}
+
+/// The results served for the batch a script waits on, by call id, and the
+/// calls still being served.
+#[derive(Default)]
+struct BatchResults {
+    /// Results are kept only for a run that may park.
+    keep: bool,
+    batch: u32,
+    results: std::collections::HashMap<String, pb::ToolResult>,
+    serving: std::collections::HashSet<String>,
+}
+
+impl BatchResults {
+    /// Call `id` of `batch` came: results of earlier batches are no longer needed.
+    fn call_of(&mut self, batch: u32, id: &str) {
+        if batch != self.batch {
+            self.batch = batch;
+            self.results.clear();
+        }
+        self.serving.insert(id.to_owned());
+    }
+
+    fn served(&mut self, result: &pb::ToolResult) {
+        self.serving.remove(&result.id);
+        if self.keep {
+            self.results.insert(result.id.clone(), result.clone());
+        }
+    }
+
+    /// The results of every call in `awaiting`, waiting for those still
+    /// being served (a parked run waits the same: only its state is gone);
+    /// `None` when `cancel` fires first.
+    async fn collect(
+        &mut self,
+        awaiting: &[String],
+        in_flight: &mut FuturesUnordered<BoxFuture<'_, pb::ToolResult>>,
+        recording: &mut FuturesUnordered<BoxFuture<'_, ()>>,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Vec<pb::ToolResult>>, ClientError> {
+        while awaiting.iter().any(|id| !self.results.contains_key(id)) {
             tokio::select! {
-                // Biased: a refusal already received is recorded (its
-                // first, synchronous part) before later calls start, so
-                // the run's records follow the script's order.
-                biased;
+                // Refusals go on being recorded while the run is parked.
                 Some(()) = recording.next() => {}
-                Some(result) = in_flight.next() => {
-                    let message = pb::BackendMessage { kind: Some(backend_message::Kind::ToolResult(result)) };
-                    // A closed queue means the stream is over; `Finished` or an error follows.
-                    let _ = outbound.send(message).await;
-                }
-                message = inbound.message() => {
-                    let message = message.map_err(|status| ClientError::Lost {
-                        reason: format!("{} ({:?})", status.message(), status.code()),
-                    })?;
-                    let Some(message) = message else {
-                        return Err(ClientError::Lost { reason: "the stream ended without `Finished`".into() });
-                    };
-                    match message.kind {
-                        Some(sidecar_message::Kind::ToolCall(call)) => in_flight.push(Box::pin(serve(handler, call))),
-                        Some(sidecar_message::Kind::CallRefused(refused)) => {
-                            recording.push(Box::pin(record_refusal(handler, refused)));
-                        }
-                        Some(sidecar_message::Kind::Output(output)) => {
-                            handler.output(output.stream(), &output.data);
-                        }
-                        Some(sidecar_message::Kind::Finished(finished)) => {
-                            while recording.next().await.is_some() {}
-                            return Ok(RunOutcome::from_finished(finished));
-                        }
-                        None => return Err(ClientError::Protocol("a sidecar message with no content".into())),
+                served = in_flight.next() => match served {
+                    Some(result) => self.served(&result),
+                    None => {
+                        let missing: Vec<_> = awaiting.iter().filter(|id| !self.results.contains_key(*id)).collect();
+                        return Err(ClientError::Protocol(format!(
+                            "the sidecar parked the run waiting on {missing:?}, calls it never sent"
+                        )));
                     }
+                },
+                () = cancel.cancelled() => return Ok(None),
+            }
+        }
+        Ok(Some(awaiting.iter().filter_map(|id| self.results.get(id).cloned()).collect()))
+    }
+}
+
+/// Serves one run stream until it ends with `Finished` or `Parked`.
+async fn drive_stream<'h>(
+    stream: OpenStream,
+    calls: Calls<'h, '_>,
+    cancel: &CancellationToken,
+    in_flight: &mut FuturesUnordered<BoxFuture<'h, pb::ToolResult>>,
+    recording: &mut FuturesUnordered<BoxFuture<'h, ()>>,
+    batch: &mut BatchResults,
+    awaiting_person: &mut mpsc::UnboundedReceiver<String>,
+) -> Result<StreamEnd, ClientError> {
+    let OpenStream { outbound, mut inbound } = stream;
+    let handler = calls.handler;
+    let mut cancel_sent = false;
+    loop {
+        tokio::select! {
+            // Biased: a refusal already received is recorded (its
+            // first, synchronous part) before later calls start, so
+            // the run's records follow the script's order.
+            biased;
+            Some(()) = recording.next() => {}
+            Some(id) = awaiting_person.recv() => {
+                // Only for a call still being served: the sidecar refuses
+                // the mark for one it has its answer to.
+                if batch.serving.contains(&id) {
+                    let awaiting = pb::AwaitingPerson { id };
+                    let _ = outbound.send(pb::BackendMessage { kind: Some(backend_message::Kind::AwaitingPerson(awaiting)) }).await;
                 }
-                () = cancel.cancelled(), if !cancel_sent => {
-                    cancel_sent = true;
-                    let message = pb::BackendMessage { kind: Some(backend_message::Kind::Cancel(pb::Cancel { reason: "cancelled by the backend".into() })) };
-                    let _ = outbound.send(message).await;
+            }
+            Some(result) = in_flight.next() => {
+                batch.served(&result);
+                let message = pb::BackendMessage { kind: Some(backend_message::Kind::ToolResult(result)) };
+                // A closed queue means the stream is over; `Finished` or an error follows.
+                let _ = outbound.send(message).await;
+            }
+            message = inbound.message() => {
+                let message = message.map_err(|status| ClientError::Lost {
+                    reason: format!("{} ({:?})", status.message(), status.code()),
+                })?;
+                let Some(message) = message else {
+                    return Err(ClientError::Lost { reason: "the stream ended without `Finished`".into() });
+                };
+                match message.kind {
+                    Some(sidecar_message::Kind::ToolCall(call)) => {
+                        batch.call_of(call.batch, &call.id);
+                        let person = calls.person.clone();
+                        in_flight.push(Box::pin(serve(handler, call, person)));
+                    }
+                    Some(sidecar_message::Kind::CallRefused(refused)) => {
+                        recording.push(Box::pin(record_refusal(handler, refused)));
+                    }
+                    Some(sidecar_message::Kind::Output(output)) => {
+                        handler.output(output.stream(), &output.data);
+                    }
+                    Some(sidecar_message::Kind::Finished(finished)) => return Ok(StreamEnd::Finished(Box::new(finished))),
+                    Some(sidecar_message::Kind::Parked(parked)) => return Ok(StreamEnd::Parked(parked)),
+                    None => return Err(ClientError::Protocol("a sidecar message with no content".into())),
                 }
+            }
+            () = cancel.cancelled(), if !cancel_sent => {
+                cancel_sent = true;
+                let message = pb::BackendMessage { kind: Some(backend_message::Kind::Cancel(pb::Cancel { reason: "cancelled by the backend".into() })) };
+                let _ = outbound.send(message).await;
             }
         }
     }
@@ -386,7 +573,7 @@ fn connect_abstract(name: &str) -> std::io::Result<tokio::net::UnixStream> {
 
 /// Serves one call. The handler makes its own span for the call (the turn's
 /// is a child of the sidecar's call span, whose context the call carries).
-async fn serve(handler: &dyn CallHandler, call: pb::ToolCall) -> pb::ToolResult {
+async fn serve(handler: &dyn CallHandler, call: pb::ToolCall, person: mpsc::UnboundedSender<String>) -> pb::ToolResult {
     let outcome = match serde_json::from_str(&call.args_json) {
         Ok(args) => {
             let script_call = ScriptCall {
@@ -397,6 +584,11 @@ async fn serve(handler: &dyn CallHandler, call: pb::ToolCall) -> pb::ToolResult 
                 batch_size: call.batch_size,
                 max_result_bytes: call.max_result_bytes,
                 trace_context: TraceContext::from_headers(call.trace_context),
+                on_awaiting_person: {
+                    let id = call.id.clone();
+                    // A closed channel means the run is over: nothing to tell.
+                    OnAwaitingPerson::new(move || drop(person.send(id.clone())))
+                },
             };
             handler.call(script_call).await
         }

@@ -3,6 +3,7 @@
 use serde_json::Value;
 use tether_proto::pb;
 use tether_telemetry::TraceContext;
+use tether_turn::OnAwaitingPerson;
 
 /// One tool call a script made.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +25,10 @@ pub struct ScriptCall {
     /// the sidecar exports no traces): make your span for the call its child
     /// with [`TraceContext::set_parent_of`], as the turn does.
     pub trace_context: TraceContext,
+    /// Call it when the call starts waiting for a person (an approval): a
+    /// run that may park then parks at once (`docs/parking.md`). The turn
+    /// does, when it is handed this in `CallRequest::on_awaiting_person`.
+    pub on_awaiting_person: OnAwaitingPerson,
 }
 
 /// A call the sidecar refused by itself (past the per-script cap, arguments

@@ -23,6 +23,9 @@ pub struct RunOutcome {
     pub stats: pb::RunStats,
     /// The limits the run ran under.
     pub limits: pb::Limits,
+    /// Times the run parked and was resumed on a new stream
+    /// (`RunRequest::may_park`; `docs/parking.md`).
+    pub parks: u32,
 }
 
 impl RunOutcome {
@@ -39,6 +42,27 @@ impl RunOutcome {
             error: finished.error,
             stats: finished.stats.unwrap_or_default(),
             limits: finished.limits.unwrap_or_default(),
+            parks: 0,
+        }
+    }
+
+    /// The end of a run cancelled while it was parked: nothing of it is
+    /// left anywhere, and its output went to the handler as it was printed.
+    pub(crate) fn cancelled_while_parked(parked: pb::Parked, parks: u32) -> RunOutcome {
+        RunOutcome {
+            status: pb::RunStatus::Cancelled,
+            result: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            output_truncated: false,
+            error: Some(pb::RunError {
+                kind: tether_codes::RunErrorKind::Cancelled.as_str().to_owned(),
+                message: "the backend cancelled the run while it was parked".to_owned(),
+                ..Default::default()
+            }),
+            stats: parked.stats.unwrap_or_default(),
+            limits: pb::Limits::default(),
+            parks,
         }
     }
 

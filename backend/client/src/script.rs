@@ -53,6 +53,7 @@ pub struct ScriptTool {
     language: String,
     limits: pb::Limits,
     time_limit: Duration,
+    may_park: bool,
 }
 
 impl ScriptTool {
@@ -64,7 +65,16 @@ impl ScriptTool {
             language: "python".into(),
             limits: pb::Limits::default(),
             time_limit: Duration::from_secs(30 * 60),
+            may_park: false,
         }
+    }
+
+    /// Lets the tool's runs park while their calls wait
+    /// ([`RunRequest::may_park`]): a run waiting on a slow tool or on an
+    /// approval then holds no instance in the sidecar. Off by default.
+    pub fn parking(mut self, may_park: bool) -> Self {
+        self.may_park = may_park;
+        self
     }
 
     /// Renames the tool.
@@ -162,6 +172,7 @@ impl ToolExecutor for ScriptExecutor {
             // live list.
             tools: turn.callable_tools(depth),
             limits,
+            may_park: self.tool.may_park,
         };
         let handler = ScriptCalls {
             max_refused: turn.limits().max_refused_script_calls,
@@ -285,7 +296,9 @@ impl ScriptCalls {
 impl CallHandler for ScriptCalls {
     async fn call(&self, call: ScriptCall) -> ToolOutcome {
         let slot = self.summary.begin(&call.id, &call.name);
-        let mut request = CallRequest::new(call.id, call.name, call.args).trace_context(call.trace_context);
+        let mut request = CallRequest::new(call.id, call.name, call.args)
+            .trace_context(call.trace_context)
+            .on_awaiting_person(call.on_awaiting_person);
         if call.max_result_bytes > 0 {
             request = request.max_result_bytes(call.max_result_bytes);
         }

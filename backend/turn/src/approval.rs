@@ -96,6 +96,14 @@ impl ApprovalRecord {
 pub trait Approver: Send + Sync {
     /// Decides `request`.
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision;
+
+    /// True when a decision may wait for a person (the default). The turn
+    /// then tells the call's issuer, so a script's run parks while it
+    /// waits (`docs/parking.md`); an approver that answers by rule at once
+    /// says false.
+    fn asks_a_person(&self) -> bool {
+        true
+    }
 }
 
 /// A fixed answer of the [`PolicyApprover`].
@@ -160,6 +168,12 @@ impl Approver for PolicyApprover {
             Answer::Deny => ApprovalDecision::deny("policy", Some("denied by the approval policy".into())),
             Answer::NeverAnswer => std::future::pending().await,
         }
+    }
+
+    /// A rule answers at once; [`Answer::NeverAnswer`] stands for a person
+    /// who never does.
+    fn asks_a_person(&self) -> bool {
+        self.default == Answer::NeverAnswer || self.per_tool.values().any(|answer| *answer == Answer::NeverAnswer)
     }
 }
 

@@ -5,6 +5,7 @@ use super::approval::ApprovalRecord;
 use super::step::Step;
 use serde_json::{Value, json};
 use std::fmt;
+use std::sync::Arc;
 use tether_codes::{Code, Reason, string_enum};
 use tether_telemetry::TraceContext;
 
@@ -24,6 +25,39 @@ pub struct CallRequest {
     /// script's call carries the sidecar's span for it); the call's span is
     /// its child. Empty: the call's span is a child of the current span.
     pub trace_context: TraceContext,
+    /// Told when the call reaches its approval step and waits for a person,
+    /// so a script's run can park meanwhile (`docs/parking.md`).
+    pub on_awaiting_person: Option<OnAwaitingPerson>,
+}
+
+/// Tells whoever issued a call that it now waits for a person: the turn
+/// calls it once, as the call's approval step begins. Cheap to clone; two
+/// are equal when they are clones of one another.
+#[derive(Clone)]
+pub struct OnAwaitingPerson(Arc<dyn Fn() + Send + Sync>);
+
+impl OnAwaitingPerson {
+    /// A hook that calls `notify`.
+    pub fn new(notify: impl Fn() + Send + Sync + 'static) -> Self {
+        OnAwaitingPerson(Arc::new(notify))
+    }
+
+    /// Says the call waits for a person.
+    pub fn notify(&self) {
+        (self.0)();
+    }
+}
+
+impl fmt::Debug for OnAwaitingPerson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OnAwaitingPerson")
+    }
+}
+
+impl PartialEq for OnAwaitingPerson {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl CallRequest {
@@ -35,7 +69,14 @@ impl CallRequest {
             args,
             max_result_bytes: None,
             trace_context: TraceContext::default(),
+            on_awaiting_person: None,
         }
+    }
+
+    /// Tells `hook` when the call waits for a person (its approval step).
+    pub fn on_awaiting_person(mut self, hook: OnAwaitingPerson) -> Self {
+        self.on_awaiting_person = Some(hook);
+        self
     }
 
     /// Sets the most bytes the result may have as JSON.

@@ -249,6 +249,11 @@ impl Turn {
         };
         let wait = self.inner.limits.approval_timeout;
         let name = &request.name;
+        if let Some(hook) = &request.on_awaiting_person
+            && self.inner.approver.asks_a_person()
+        {
+            hook.notify();
+        }
         let decided = tokio::select! {
             biased;
             code = self.ended() => {

@@ -61,7 +61,7 @@ pub use audit::{
 };
 pub use budget::{CallBudget, Reservation};
 pub use builder::{TurnBuilder, new_turn_id};
-pub use call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure};
+pub use call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure, OnAwaitingPerson};
 pub use error::{StoreError, TurnError};
 pub use events::{EventLog, EventSink, NoEvents, ToolEvent};
 pub use executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};

@@ -16,6 +16,7 @@ use arbitrary::{Arbitrary, Unstructured};
 
 pub mod abi_documents;
 pub mod json;
+pub mod parked_state;
 pub mod python_values;
 pub mod sidecar_stream;
 pub mod tool_config;
@@ -24,8 +25,9 @@ pub mod tool_config;
 pub type Check = fn(data: &[u8]);
 
 /// Every target, by the name `./x fuzz` and the corpus folders use, with its check.
-pub const TARGETS: [(&str, Check); 4] = [
+pub const TARGETS: [(&str, Check); 5] = [
     ("abi_documents", abi_documents::check),
+    ("parked_state", parked_state::check),
     ("python_values", python_values::check),
     ("sidecar_stream", sidecar_stream::check),
     ("tool_config", tool_config::check),

@@ -336,6 +336,16 @@ fn inbound_model(
             Some(backend_message::Kind::Cancel(cancel)) => {
                 return Some((delivered, InboundEnd::Cancelled(Some(cancel.reason.clone()))));
             }
+            // Marks a call still waiting; any other id breaks the rules.
+            Some(backend_message::Kind::AwaitingPerson(awaiting)) => {
+                let read = calls_read[..*reads].contains(&awaiting.id);
+                if !read && issued.contains(&awaiting.id) {
+                    return None;
+                }
+                if !read || delivered.contains_key(&awaiting.id) {
+                    return Some((delivered, InboundEnd::Broke(String::new())));
+                }
+            }
             Some(backend_message::Kind::Start(_)) | None => return Some((delivered, InboundEnd::Broke(String::new()))),
         }
     }

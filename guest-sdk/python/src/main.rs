@@ -1,15 +1,19 @@
 //! The Python runtime of Tether: a `wasm32-wasip1` guest that runs one
 //! script with monty, reaching the turn's tools through the `tether_v1` ABI.
 //!
-//! One process is one run: read the start document, run the script, report
-//! the outcome, exit 0. Whatever the script does ends as an [`Outcome`], never
-//! a panic. The logic lives in the `tether_python` library, which also builds
+//! One process is one run: read the start document, run the script (or go on
+//! from its parked state), report the outcome, exit 0. Whatever the script
+//! does ends as an [`Outcome`], never a panic. A run the host parks ends
+//! inside `tether_v1.park` instead, without an outcome. The logic lives in the `tether_python` library, which also builds
 //! natively, so the run loop is tested with a fake host.
 //!
 //! [`Outcome`]: tether_guest::Outcome
 
 // The runtime looks tools up by name only: their schemas need not travel.
 tether_guest::reads_tool_names_only!();
+// It parks when asked (`tether_python::park`), so the host may end a run
+// waiting on tools and resume it later, on any sidecar.
+tether_guest::parks!();
 
 #[cfg(target_arch = "wasm32")]
 fn main() {
@@ -19,7 +23,7 @@ fn main() {
     let doc = tether_guest::start();
     let outcome = if doc.abi == ABI_VERSION {
         let mut printer = Printer::new(std::io::stdout(), std::io::stderr());
-        runner::run(&doc, tether_guest::call_batch, &mut printer)
+        runner::run_parkable(&doc, |calls, park| tether_guest::call_batch_parkable(calls, park), &mut printer)
     } else {
         Outcome::Err(ScriptError {
             kind: tether_codes::RunErrorKind::UnsupportedAbi.as_str().to_owned(),

@@ -1,8 +1,11 @@
-//! One run of a script: compile it, drive monty from suspension to
-//! suspension, answer each one, report the outcome.
+//! One run of a script: compile it (or read it back from its parked state),
+//! drive monty from suspension to suspension, answer each one, report the
+//! outcome.
 //!
-//! The host is reached only through the `call_batch` closure, so the whole
-//! loop runs natively in tests with a fake host.
+//! The host is reached only through the `host` closure, so the whole loop
+//! runs natively in tests with a fake host. A batch that is answered live and
+//! one answered by a resuming start go through the same code (`answer`), so
+//! a parked run goes on exactly as one that waited.
 
 use std::{
     collections::BTreeMap,
@@ -16,6 +19,7 @@ use monty_types::{
     ResourceLimits, ResourceTracker, SleepMode,
 };
 use tether_codes::{Reason, RunErrorKind};
+use tether_guest::wire::Resume;
 use tether_guest::{CallRequest, CallResult, Failure, Outcome, ScriptError, StartDoc};
 
 use crate::{
@@ -23,6 +27,7 @@ use crate::{
     convert::{call_result_to_object, to_json},
     errors::{SCRIPT_NAME, limit_error, runtime_error, syntax_error},
     output::Printer,
+    park::{self, Parked, Suspended, Waiting},
     sandbox::{self, OsAnswer},
     sleep::SleepBudget,
     traceback,
@@ -41,20 +46,60 @@ use crate::{
 /// between 512 KiB and 1 MiB of `max_wasm_stack` (the sidecar allows 4 MiB).
 pub const MAX_RECURSION_DEPTH: usize = 1000;
 
-/// Runs `doc`'s script to its outcome. `call_batch` sends tool calls to the
-/// host and returns one result per call, in order; `printer` receives the
-/// script's output and is flushed before every batch and at the end.
+/// How a host that asks the run to park gets the run's state: called with
+/// the largest state the host takes, it gives the state, or `None` if the
+/// run has none that fits (monty could not dump it, or it is larger).
+pub type ParkState<'a> = dyn FnMut(u64) -> Option<Vec<u8>> + 'a;
+
+/// Runs `doc`'s script to its outcome with a host that never parks it.
+/// `call_batch` sends tool calls to the host and returns one result per
+/// call, in order; `printer` receives the script's output and is flushed
+/// before every batch and at the end.
 pub fn run<O: Write, E: Write>(
     doc: &StartDoc,
-    call_batch: impl FnMut(Vec<CallRequest>) -> Vec<CallResult>,
+    mut call_batch: impl FnMut(Vec<CallRequest>) -> Vec<CallResult>,
     printer: &mut Printer<O, E>,
 ) -> Outcome {
-    run_with_sleep_budget(doc, call_batch, printer, SleepBudget::default())
+    run_parkable(doc, |calls, _: &mut ParkState<'_>| call_batch(calls), printer)
 }
 
+/// Runs `doc`'s script to its outcome: from the top, or, when `doc.resume`
+/// is set, from the state it parked with, taking `resume.results` as the
+/// answer to the batch it parked on (it never compiles or runs the script
+/// again).
+///
+/// `host` sends a batch and returns one result per call, in order. A host
+/// that asks the run to park calls the [`ParkState`] it is given for the
+/// state; if it takes the state, it does not return (in the guest the
+/// instance ends inside `tether_v1.park`), otherwise it returns the results
+/// as if it had not asked. `printer` is flushed before every batch and at
+/// the end.
+pub fn run_parkable<O: Write, E: Write>(
+    doc: &StartDoc,
+    host: impl FnMut(Vec<CallRequest>, &mut ParkState<'_>) -> Vec<CallResult>,
+    printer: &mut Printer<O, E>,
+) -> Outcome {
+    run_with_sleep_budget(doc, host, printer, SleepBudget::default())
+}
+
+/// [`run_parkable`] with a sleep budget of `sleep` for a fresh run (a
+/// resumed one goes on with what its state says was left).
 fn run_with_sleep_budget<O: Write, E: Write>(
     doc: &StartDoc,
-    call_batch: impl FnMut(Vec<CallRequest>) -> Vec<CallResult>,
+    host: impl FnMut(Vec<CallRequest>, &mut ParkState<'_>) -> Vec<CallResult>,
+    printer: &mut Printer<O, E>,
+    sleep: SleepBudget,
+) -> Outcome {
+    match &doc.resume {
+        None => start(doc, host, printer, sleep),
+        Some(resume) => resume_parked(doc, resume, host, printer),
+    }
+}
+
+/// Compiles the script and runs it from the top.
+fn start<O: Write, E: Write>(
+    doc: &StartDoc,
+    host: impl FnMut(Vec<CallRequest>, &mut ParkState<'_>) -> Vec<CallResult>,
     printer: &mut Printer<O, E>,
     sleep: SleepBudget,
 ) -> Outcome {
@@ -73,25 +118,54 @@ fn run_with_sleep_budget<O: Write, E: Write>(
         source: &doc.source,
         bindings,
         printer,
-        call_batch,
+        host,
         pending_calls: BTreeMap::new(),
         pending_sleeps: BTreeMap::new(),
         sleep,
         limit: None,
     };
     let started = program.start(inputs, ResourceTracker::new(limits), session.print());
-    let outcome = session.drive(started);
-    session.printer.flush();
-    outcome
+    session.finish(started)
+}
+
+/// Reads the run back from its parked state and answers the batch it parked
+/// on with `resume.results`. A state that does not read ends the run with
+/// `parked_state_invalid`.
+fn resume_parked<O: Write, E: Write>(
+    doc: &StartDoc,
+    resume: &Resume,
+    host: impl FnMut(Vec<CallRequest>, &mut ParkState<'_>) -> Vec<CallResult>,
+    printer: &mut Printer<O, E>,
+) -> Outcome {
+    let parked =
+        resume.state_bytes().map_err(park::InvalidState::from).and_then(|bytes| park::read(&bytes, &doc.source));
+    let Parked { progress, waiting, unsent_calls, sleeps, sleep } = match parked {
+        Ok(parked) => parked,
+        Err(invalid) => return Outcome::Err(invalid.into()),
+    };
+    let now = Instant::now();
+    let mut session = Session {
+        source: &doc.source,
+        bindings: Bindings::new(&doc.tools),
+        printer,
+        host,
+        pending_calls: unsent_calls,
+        pending_sleeps: sleeps.into_iter().map(|(id, left)| (id, now.checked_add(left).unwrap_or(now))).collect(),
+        sleep,
+        limit: None,
+    };
+    let results = session.results(resume.results.clone(), waiting.calls());
+    let step = session.answer(progress, waiting, results);
+    session.finish(step)
 }
 
 /// The state of a run between suspensions.
-struct Session<'p, O: Write, E: Write, F> {
-    /// The script, for repairing tracebacks.
+struct Session<'p, O: Write, E: Write, H> {
+    /// The script, for repairing tracebacks and fingerprinting a parked state.
     source: &'p str,
     bindings: Bindings,
     printer: &'p mut Printer<O, E>,
-    call_batch: F,
+    host: H,
     /// `call_async` calls not yet sent, by monty call id: they go out together
     /// at the next `ResolveFutures`, which is what makes a gather one batch.
     pending_calls: BTreeMap<u32, CallRequest>,
@@ -106,9 +180,16 @@ struct Session<'p, O: Write, E: Write, F> {
 
 type Step = Result<RunProgress, MontyException>;
 
-impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<'_, O, E, F> {
+impl<O: Write, E: Write, H: FnMut(Vec<CallRequest>, &mut ParkState<'_>) -> Vec<CallResult>> Session<'_, O, E, H> {
     fn print(&mut self) -> PrintWriter<'_> {
         PrintWriter::Callback(&mut *self.printer)
+    }
+
+    /// Drives the run from `step` to its outcome, output flushed.
+    fn finish(&mut self, step: Step) -> Outcome {
+        let outcome = self.drive(step);
+        self.printer.flush();
+        outcome
     }
 
     fn drive(&mut self, mut step: Step) -> Outcome {
@@ -165,17 +246,18 @@ impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<
             Ok(request) => request,
             Err(exception) => return call.resume(exception, self.print()),
         };
-        if call.function_name != CALL_ASYNC {
-            let result = self.call_one(request);
-            call.resume(result, self.print())
+        let waiting = if call.function_name != CALL_ASYNC {
+            Waiting::Call
         } else if call.allow_eager_await {
             // Awaited on the spot with nothing else runnable: no batch to wait for.
-            let result = self.call_one(request);
-            call.resume_eager(Ok(result), self.print())
+            Waiting::AwaitedCall
         } else {
             self.pending_calls.insert(call.call_id, request);
-            call.resume_pending(self.print())
-        }
+            return call.resume_pending(self.print());
+        };
+        let progress = RunProgress::FunctionCall(call);
+        let results = self.send(vec![request], &progress, &waiting);
+        self.answer(progress, waiting, results)
     }
 
     fn os_call(&mut self, call: OsCall) -> Step {
@@ -201,40 +283,69 @@ impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<
     /// Every task waits: send all pending tool calls as one batch, or, with
     /// only sleeps pending, wait for the earliest. Then resolve what is done.
     fn resolve_futures(&mut self, state: ResolveFutures) -> Step {
-        let mut waiting = state.pending_call_ids().to_vec();
-        // monty lists the newest first; ids grow with each call, so this
-        // sends a batch in the order the script made its calls.
-        waiting.sort_unstable();
-        let mut resolved = Vec::with_capacity(waiting.len());
-        let mut batch = Vec::new();
-        for id in &waiting {
-            if let Some(request) = self.pending_calls.remove(id) {
-                batch.push((*id, request));
-            } else if !self.pending_sleeps.contains_key(id) {
-                let message = "the runtime lost track of this awaitable (a bug in tether-python)";
-                resolved.push((
-                    *id,
-                    ExtFunctionResult::Error(MontyException::new(ExcType::RuntimeError, Some(message.into()))),
-                ));
-            }
-        }
+        let waiting = sorted_ids(&state);
+        let batch: Vec<u32> = waiting.iter().copied().filter(|id| self.pending_calls.contains_key(id)).collect();
         if !batch.is_empty() {
-            let (ids, requests): (Vec<u32>, Vec<CallRequest>) = batch.into_iter().unzip();
-            let results = self.send(requests);
-            resolved.extend(ids.into_iter().zip(results).map(|(id, result)| (id, result.into())));
-        } else if resolved.is_empty() {
-            let earliest = waiting.iter().filter_map(|id| self.pending_sleeps.get(id)).min().copied();
-            if let Some(due) = earliest
-                && let Err(carrier) = self.sleep(due.saturating_duration_since(Instant::now()))
-            {
-                return state.abort(carrier, self.print());
-            }
+            let requests = batch.iter().filter_map(|id| self.pending_calls.remove(id)).collect();
+            let progress = RunProgress::ResolveFutures(state);
+            let waiting = Waiting::Futures { batch };
+            let results = self.send(requests, &progress, &waiting);
+            return self.answer(progress, waiting, results);
         }
+        let all_sleeps = waiting.iter().all(|id| self.pending_sleeps.contains_key(id));
+        let earliest = waiting.iter().filter_map(|id| self.pending_sleeps.get(id)).min().copied();
+        if all_sleeps
+            && let Some(due) = earliest
+            && let Err(carrier) = self.sleep(due.saturating_duration_since(Instant::now()))
+        {
+            return state.abort(carrier, self.print());
+        }
+        self.settle(state, Vec::new())
+    }
+
+    /// Resumes monty at the suspension `waiting` names with `results`, one
+    /// per call of its batch: the batch just answered live, or the one a
+    /// resumed run parked on.
+    fn answer(&mut self, progress: RunProgress, waiting: Waiting, results: Vec<MontyObject>) -> Step {
+        let mut results = results.into_iter();
+        let mut next = || results.next().unwrap_or_else(|| call_result_to_object(&missing_result()));
+        match (progress, waiting) {
+            (RunProgress::FunctionCall(call), Waiting::Call) => call.resume(next(), self.print()),
+            (RunProgress::FunctionCall(call), Waiting::AwaitedCall) => call.resume_eager(Ok(next()), self.print()),
+            (RunProgress::ResolveFutures(state), Waiting::Futures { batch }) => {
+                let answered = batch.into_iter().map(|id| (id, ExtFunctionResult::Return(next()))).collect();
+                self.settle(state, answered)
+            }
+            // `park::read` refuses such a pair, and the live runner makes none.
+            _ => Err(MontyException::new(
+                ExcType::RuntimeError,
+                Some("the runtime lost track of where the script waits (a bug in tether-python)".into()),
+            )),
+        }
+    }
+
+    /// Resumes the tasks with `resolved` (the answered calls), the sleeps now
+    /// due, and an error for any awaitable the runtime does not know.
+    fn settle(&mut self, state: ResolveFutures, mut resolved: Vec<(u32, ExtFunctionResult)>) -> Step {
         let now = Instant::now();
-        for id in &waiting {
-            if self.pending_sleeps.get(id).is_some_and(|due| *due <= now) {
-                self.pending_sleeps.remove(id);
-                resolved.push((*id, ExtFunctionResult::Return(MontyObject::none())));
+        for id in sorted_ids(&state) {
+            if resolved.iter().any(|(answered, _)| *answered == id) {
+                continue;
+            }
+            match self.pending_sleeps.get(&id) {
+                Some(due) if *due <= now => {
+                    self.pending_sleeps.remove(&id);
+                    resolved.push((id, ExtFunctionResult::Return(MontyObject::none())));
+                }
+                Some(_) => {}
+                None if self.pending_calls.contains_key(&id) => {}
+                None => {
+                    let message = "the runtime lost track of this awaitable (a bug in tether-python)";
+                    resolved.push((
+                        id,
+                        ExtFunctionResult::Error(MontyException::new(ExcType::RuntimeError, Some(message.into()))),
+                    ));
+                }
             }
         }
         if resolved.is_empty() {
@@ -245,18 +356,28 @@ impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<
         state.resume(resolved, self.print())
     }
 
-    fn call_one(&mut self, request: CallRequest) -> MontyObject {
-        let mut results = self.send(vec![request]);
-        results.pop().unwrap_or_else(|| call_result_to_object(&CallResult::Err(Failure::from(&Reason::MissingResult))))
-    }
-
     /// Sends one batch, output first so the host sees it in order; returns
-    /// one result dict per request whatever the host answered.
-    fn send(&mut self, requests: Vec<CallRequest>) -> Vec<MontyObject> {
+    /// one result dict per request whatever the host answered. Should the
+    /// host ask to park, the state it gets is `progress` waiting at `waiting`.
+    fn send(&mut self, requests: Vec<CallRequest>, progress: &RunProgress, waiting: &Waiting) -> Vec<MontyObject> {
         self.printer.flush();
         let count = requests.len();
-        let mut results = (self.call_batch)(requests);
-        results.resize_with(count, || CallResult::Err(Failure::from(&Reason::MissingResult)));
+        let suspended = Suspended {
+            source: self.source,
+            progress,
+            waiting,
+            unsent_calls: &self.pending_calls,
+            sleeps: &self.pending_sleeps,
+            sleep: &self.sleep,
+        };
+        let results = (self.host)(requests, &mut |max_bytes| suspended.park(max_bytes));
+        self.results(results, count)
+    }
+
+    /// `results` as `count` result dicts: a call the host left unanswered
+    /// fails with `missing_result`, answers past `count` are dropped.
+    fn results(&self, mut results: Vec<CallResult>, count: usize) -> Vec<MontyObject> {
+        results.resize_with(count, missing_result);
         results.iter().map(call_result_to_object).collect()
     }
 
@@ -271,6 +392,19 @@ impl<O: Write, E: Write, F: FnMut(Vec<CallRequest>) -> Vec<CallResult>> Session<
             carrier
         })
     }
+}
+
+/// The ids of the awaitables every task waits on, oldest first: monty lists
+/// the newest first, and ids grow with each call, so a batch goes out in the
+/// order the script made its calls.
+fn sorted_ids(state: &ResolveFutures) -> Vec<u32> {
+    let mut ids = state.pending_call_ids().to_vec();
+    ids.sort_unstable();
+    ids
+}
+
+fn missing_result() -> CallResult {
+    CallResult::Err(Failure::from(&Reason::MissingResult))
 }
 
 /// The outcome of a script that completed with `result`.

@@ -36,6 +36,22 @@ impl SleepBudget {
         Self { total, left: total }
     }
 
+    /// The budget of a run resumed from a park: `total`, of which `left` is
+    /// left (at most all of it).
+    pub fn resumed(total: Duration, left: Duration) -> Self {
+        Self { total, left: left.min(total) }
+    }
+
+    /// The whole budget.
+    pub fn total(&self) -> Duration {
+        self.total
+    }
+
+    /// What is left of it.
+    pub fn left(&self) -> Duration {
+        self.left
+    }
+
     /// Sleeps `duration` out of the budget.
     ///
     /// # Errors

@@ -36,6 +36,14 @@ string_enum! {
         ProtocolError => "protocol_error",
         /// The sidecar failed; its logs have the cause.
         Internal => "internal",
+        /// A run could not resume from its parked state: the state is
+        /// truncated, altered, sealed with another park key, or bound to
+        /// another turn or run. Nothing of the script ran.
+        ParkedStateInvalid => "parked_state_invalid",
+        /// A run could not resume: it was parked by another build of its
+        /// runtime (or a sidecar of another park format). Resume it on a
+        /// sidecar running that build. Nothing of the script ran.
+        ParkedByOtherBuild => "parked_by_other_build",
         /// Backend side only (`run_script`'s error code, never in `Finished`):
         /// the sidecar could not be reached or refused the run before it began,
         /// so nothing of the script ran.
@@ -76,6 +84,6 @@ mod tests {
             assert!(docs.contains(&format!("`{kind}`")), "docs/results.md does not list run error `{kind}`");
         }
         assert_eq!("cpu_time_limit".parse(), Ok(RunErrorKind::CpuTimeLimit));
-        assert_eq!(RunErrorKind::ALL.len(), 15);
+        assert_eq!(RunErrorKind::ALL.len(), 17);
     }
 }

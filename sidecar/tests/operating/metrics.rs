@@ -100,6 +100,7 @@ async fn counters_gauges_and_histograms_follow_the_runs() {
             }
             sidecar_message::Kind::Finished(finished) => break finished,
             sidecar_message::Kind::Output(_) => {}
+            sidecar_message::Kind::Parked(_) => panic!("a run whose `Start` does not allow it never parks"),
         }
     };
     assert_eq!(finished.result_json, "[true,true,false]", "{finished:?}");

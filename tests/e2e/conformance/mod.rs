@@ -181,6 +181,7 @@ fn run_one_native(case: &Case) -> Observed {
         source: case.source.clone(),
         input: serde_json::Value::Null,
         tools: Vec::new(),
+        resume: None,
     };
     let no_tools = |calls: Vec<tether_guest::CallRequest>| -> Vec<CallResult> {
         calls.iter().map(|_| CallResult::Err(no_tool())).collect()

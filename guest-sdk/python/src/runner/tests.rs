@@ -8,6 +8,8 @@ use tether_guest::ToolDoc;
 use super::*;
 use crate::sleep::SLEEP_LIMIT_NAME;
 
+mod parking;
+
 const SLEEP_LIMIT: &str = "sleep_limit";
 
 /// A writer whose bytes the fake host can read while the printer owns it.
@@ -32,8 +34,11 @@ impl Write for Shared {
 
 /// What a fake host saw of one run.
 struct Run {
-    outcome: Outcome,
-    /// Every batch, in order.
+    /// How the run ended; `None` if it parked.
+    outcome: Option<Outcome>,
+    /// The state the run parked with, if it did.
+    parked: Option<Vec<u8>>,
+    /// Every batch, in order (the one it parked on included).
     batches: Vec<Vec<CallRequest>>,
     /// The script's output as the host saw it when each batch arrived.
     output_at_batch: Vec<String>,
@@ -58,32 +63,58 @@ fn start_doc(source: &str, tools: &[&str], input: Value) -> StartDoc {
             .iter()
             .map(|name| ToolDoc { name: (*name).into(), description: String::new(), input_schema: (&json!({})).into() })
             .collect(),
+        resume: None,
+    }
+}
+
+/// The fake host's answer to one call: its echo, or `denied` for `fail`.
+fn echo(call: &CallRequest) -> CallResult {
+    match call.name.as_str() {
+        "fail" => CallResult::Err(Failure { code: "denied".into(), message: "no".into() }),
+        name => CallResult::Ok(json!({"tool": name, "args": call.args})),
     }
 }
 
 fn run_doc(doc: StartDoc, sleep: SleepBudget) -> Run {
+    run_host(&doc, sleep, echo, None)
+}
+
+/// What a fake host unwinds with once it has taken a run's state: in the
+/// guest, `tether_v1.park` does not return either.
+struct TookState(Vec<u8>);
+
+/// Runs `doc` against a host that answers each call with `answer` and, if
+/// `park_at` is `Some(n)`, asks the run to park at its `n`th batch (from 0)
+/// and takes the state.
+fn run_host(doc: &StartDoc, sleep: SleepBudget, answer: fn(&CallRequest) -> CallResult, park_at: Option<usize>) -> Run {
     let (out, err) = (Shared::default(), Shared::default());
     let mut printer = Printer::new(out.clone(), err.clone());
     let mut batches = Vec::new();
     let mut output_at_batch = Vec::new();
-    let outcome = run_with_sleep_budget(
-        &doc,
-        |calls: Vec<CallRequest>| {
-            output_at_batch.push(out.text());
-            let results = calls
-                .iter()
-                .map(|call| match call.name.as_str() {
-                    "fail" => CallResult::Err(Failure { code: "denied".into(), message: "no".into() }),
-                    name => CallResult::Ok(json!({"tool": name, "args": call.args})),
-                })
-                .collect();
-            batches.push(calls);
-            results
+    let host = |calls: Vec<CallRequest>, park: &mut ParkState<'_>| {
+        output_at_batch.push(out.text());
+        let results = calls.iter().map(answer).collect();
+        batches.push(calls);
+        if park_at == Some(batches.len() - 1) {
+            match park(u64::MAX) {
+                // `resume_unwind`, not `panic!`: no panic hook, no noise.
+                Some(state) => std::panic::resume_unwind(Box::new(TookState(state))),
+                None => panic!("asked to park, the run had no state to give"),
+            }
+        }
+        results
+    };
+    let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_with_sleep_budget(doc, host, &mut printer, sleep)
+    }));
+    let (outcome, parked) = match ended {
+        Ok(outcome) => (Some(outcome), None),
+        Err(payload) => match payload.downcast::<TookState>() {
+            Ok(state) => (None, Some(state.0)),
+            Err(payload) => std::panic::resume_unwind(payload),
         },
-        &mut printer,
-        sleep,
-    );
-    Run { outcome, batches, output_at_batch, output: out.text(), errors: err.text() }
+    };
+    Run { outcome, parked, batches, output_at_batch, output: out.text(), errors: err.text() }
 }
 
 fn run_script(source: &str) -> Run {
@@ -92,15 +123,17 @@ fn run_script(source: &str) -> Run {
 
 fn value(run: &Run) -> &Value {
     match &run.outcome {
-        Outcome::Ok(value) => value,
-        Outcome::Err(error) => panic!("the script failed: {error:?}"),
+        Some(Outcome::Ok(value)) => value,
+        Some(Outcome::Err(error)) => panic!("the script failed: {error:?}"),
+        None => panic!("the script parked"),
     }
 }
 
 fn failure(run: &Run) -> ScriptError {
     match &run.outcome {
-        Outcome::Err(error) => error.clone(),
-        Outcome::Ok(value) => panic!("the script succeeded with {value}"),
+        Some(Outcome::Err(error)) => error.clone(),
+        Some(Outcome::Ok(value)) => panic!("the script succeeded with {value}"),
+        None => panic!("the script parked"),
     }
 }
 
@@ -142,7 +175,9 @@ async def main():
 ";
     let mut printer = Printer::new(io::sink(), io::sink());
     // The host answers only the first call of each batch.
-    let host = |calls: Vec<CallRequest>| calls.into_iter().take(1).map(|_| CallResult::Ok(json!(1))).collect();
+    let host = |calls: Vec<CallRequest>, _: &mut ParkState<'_>| {
+        calls.into_iter().take(1).map(|_| CallResult::Ok(json!(1))).collect()
+    };
     let outcome =
         run_with_sleep_budget(&start_doc(source, &[], Value::Null), host, &mut printer, SleepBudget::default());
     let missing = Failure::from(&Reason::MissingResult);
