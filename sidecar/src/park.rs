@@ -30,6 +30,11 @@ const TAG_BYTES: usize = 32;
 /// Bytes before the sealed body: magic, format, tag.
 const HEADER_BYTES: usize = MAGIC.len() + 1 + TAG_BYTES;
 
+/// The most bytes a sealed body inflates to. The seal is checked first, so
+/// only bodies a sidecar with the key deflated are inflated; this bounds a
+/// bug, not an attacker.
+const MAX_BODY_BYTES: usize = 64 << 20;
+
 type Seal = Hmac<sha2_hmac::Sha256>;
 
 /// The key that seals parked states. Every sidecar that may resume another's
@@ -215,9 +220,9 @@ impl ResumeRefused {
     }
 }
 
-/// `carried`, sealed under `key`.
+/// `carried`, deflated and sealed under `key`.
 pub(crate) fn seal(key: &ParkKey, carried: &Carried) -> Vec<u8> {
-    let body = carried.encode_to_vec();
+    let body = miniz_oxide::deflate::compress_to_vec(&carried.encode_to_vec(), 6);
     let mut mac = key.seal();
     mac.update(MAGIC);
     mac.update(&[FORMAT]);
@@ -263,9 +268,11 @@ pub(crate) fn unseal(
     mac.update(&[format]);
     mac.update(body);
     mac.verify_slice(tag).map_err(|_| ResumeRefused::Unsealed)?;
-    // Sealed by a sidecar with this key: a body that does not decode is a
-    // bug of that sidecar, and refused the same way.
-    let carried = Carried::decode(body).map_err(|_| ResumeRefused::Unsealed)?;
+    // Sealed by a sidecar with this key: a body that does not inflate or
+    // decode is a bug of that sidecar, and refused the same way.
+    let body = miniz_oxide::inflate::decompress_to_vec_with_limit(body, MAX_BODY_BYTES)
+        .map_err(|_| ResumeRefused::Unsealed)?;
+    let carried = Carried::decode(body.as_slice()).map_err(|_| ResumeRefused::Unsealed)?;
     if carried.guest_build != guest_build {
         return Err(ResumeRefused::OtherBuild { what: "another build of its runtime".to_owned() });
     }

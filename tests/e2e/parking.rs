@@ -358,3 +358,24 @@ async fn a_script_call_waiting_on_a_person_parks_its_run_and_the_effect_happens_
     assert_eq!(parked, Some("tether_sidecar_runs_total{status=\"parked\"} 1"), "{metrics}");
     assert!(metrics.contains("tether_sidecar_runs_resumed_total 1"), "{metrics}");
 }
+
+#[tokio::test]
+async fn the_demo_script_parks_in_under_8_kib_at_every_call() {
+    let (sidecar, client) = sidecar_with(parking_config()).await;
+    let outcome = run(&client, tether_cli::demo::SCRIPT, true).await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    let live = run(&client, tether_cli::demo::SCRIPT, false).await;
+    assert_eq!((outcome.result.as_ref(), outcome.stdout.as_str()), (live.result.as_ref(), live.stdout.as_str()));
+    assert_eq!(outcome.parks, outcome.stats.calls, "a park at every call");
+    // Every sealed state the backend got, from the sidecar's histogram.
+    let metrics = sidecar.sidecar.metrics_text();
+    let value = |name: &str| {
+        metrics.lines().find_map(|line| line.strip_prefix(name)).and_then(|v| v.trim().parse::<f64>().ok()).unwrap()
+    };
+    let (count, sum) =
+        (value("tether_sidecar_parked_state_bytes_count "), value("tether_sidecar_parked_state_bytes_sum "));
+    let at_most_8_kib = value("tether_sidecar_parked_state_bytes_bucket{le=\"8192\"} ");
+    assert_eq!(count, f64::from(outcome.parks));
+    assert_eq!(at_most_8_kib, count, "every parked state is at most 8 KiB (mean {} bytes)", sum / count);
+    eprintln!("the demo script parked {count} times, {:.0} bytes on average", sum / count);
+}
