@@ -375,27 +375,41 @@ impl CallPort {
         let mut spans = spans.into_iter();
         verdicts
             .into_iter()
-            .map(|verdict| {
-                let (result, round_trip) = match verdict {
-                    Verdict::Forward(call) => {
-                        let answer = match answers.next() {
-                            Some(Answer::Got(answer)) => answer,
-                            _ => None,
-                        };
-                        let round_trip = answer.as_ref().map(|(_, round_trip)| *round_trip);
-                        let result =
-                            to_call_result(&call.name, answer.map(|(result, _)| result), self.limits.result_bytes);
-                        if let Some(span) = spans.next() {
-                            record_outcome(&span, &result);
-                        }
-                        (result, round_trip)
-                    }
-                    Verdict::Refuse { refusal, .. } => (refusal_result(refusal), None),
-                };
-                self.link.metrics.call_ended(&result, round_trip);
-                result
+            .map(|verdict| match verdict {
+                Verdict::Forward(call) => {
+                    let answer = match answers.next() {
+                        Some(Answer::Got(answer)) => answer,
+                        _ => None,
+                    };
+                    self.settle(&call.name, answer, spans.next())
+                }
+                Verdict::Refuse { refusal, .. } => self.settle_refused(refusal),
             })
             .collect()
+    }
+
+    /// What the guest gets for forwarded call `tool` given its `answer`
+    /// (none: the run ended first), recorded on its span and in the metrics.
+    fn settle(
+        &self,
+        tool: &str,
+        answer: Option<(pb::ToolResult, Duration)>,
+        span: Option<tracing::Span>,
+    ) -> CallResult {
+        let round_trip = answer.as_ref().map(|(_, round_trip)| *round_trip);
+        let result = to_call_result(tool, answer.map(|(result, _)| result), self.limits.result_bytes);
+        if let Some(span) = span {
+            record_outcome(&span, &result);
+        }
+        self.link.metrics.call_ended(&result, round_trip);
+        result
+    }
+
+    /// What the guest gets for a call the sidecar refused, counted in the metrics.
+    fn settle_refused(&self, refusal: pb::CallRefused) -> CallResult {
+        let result = refusal_result(refusal);
+        self.link.metrics.call_ended(&result, None);
+        result
     }
 
     /// About how many bytes a `Parked` message of this run would have with
@@ -446,16 +460,7 @@ impl CallPort {
                         let span = spans.next();
                         match answers.next() {
                             Some(Answer::Got(answer)) => {
-                                let round_trip = answer.as_ref().map(|(_, round_trip)| *round_trip);
-                                let result = to_call_result(
-                                    &call.name,
-                                    answer.map(|(result, _)| result),
-                                    self.limits.result_bytes,
-                                );
-                                if let Some(span) = span {
-                                    record_outcome(&span, &result);
-                                }
-                                self.link.metrics.call_ended(&result, round_trip);
+                                let result = self.settle(&call.name, answer, span);
                                 (call.id, call.name, Some(result))
                             }
                             _ => (call.id, call.name, None),
@@ -463,9 +468,7 @@ impl CallPort {
                     }
                     Verdict::Refuse { refusal, .. } => {
                         let name = refusal.name.clone();
-                        let result = refusal_result(refusal);
-                        self.link.metrics.call_ended(&result, None);
-                        (String::new(), name, Some(result))
+                        (String::new(), name, Some(self.settle_refused(refusal)))
                     }
                 };
                 let answer_json = result.map(|result| serde_json::to_string(&result).unwrap_or_default());
