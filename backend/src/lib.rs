@@ -36,7 +36,7 @@ pub use tether_telemetry as telemetry;
 /// The turn (`tether-turn`), with the SQL audit stores (`tether-stores`)
 /// and the script tool (`tether-client`) a turn is built with.
 pub mod turn {
-    pub use tether_client::{SCRIPT_TOOL_NAME, ScriptTool};
+    pub use tether_client::{Answers, Resumed, SCRIPT_TOOL_NAME, ScriptTool};
     pub use tether_stores::{
         AuditStoreUrl, DEFAULT_APPLICATION_NAME, DEFAULT_CONNECT_TIMEOUT, DEFAULT_QUEUE_CAPACITY, PostgresAuditStore,
         SqliteAuditStore, open_audit_store,

@@ -110,7 +110,7 @@ impl Session {
     /// A session with `agent` of `agents`; agent tools' nested turns get the
     /// same tools, approver, audit store and events as the top-level turn.
     ///
-    /// `script` is the `run_script` tool ([`script_tool`](crate::turn::script_tool)).
+    /// `script` is the `run_script` tool (`Backend::script`).
     pub fn new(
         agent: String,
         agents: AgentsConfig,

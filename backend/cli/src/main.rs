@@ -20,6 +20,7 @@ use tether_cli::audit;
 use tether_cli::chat::{self, ModelChoice};
 use tether_cli::demo::{self, DemoWorld};
 use tether_cli::listing;
+use tether_cli::parked;
 use tether_cli::wiring::{Approval, Backend, BackendArgs, Source, audit_store_url};
 use tether_telemetry::TelemetryArgs;
 
@@ -107,6 +108,65 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the calls that parked runs wait on (`--approval later`): turn,
+    /// call id, tool, exact arguments, since when.
+    Pending {
+        /// Only this turn's.
+        #[arg(long)]
+        turn: Option<String>,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve calls a parked run waits on, and resume the run to its end
+    /// (on `--sidecar`, or an embedded one); prints its outcome as `run` does.
+    Approve(AnswerArgs),
+    /// Deny calls a parked run waits on, and resume the run to its end: the
+    /// script gets `approval_denied` for each.
+    Deny(AnswerArgs),
+}
+
+/// Which waiting calls `approve` and `deny` answer.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["call", "all"])))]
+struct AnswerArgs {
+    /// The turn (`tether pending` lists it).
+    #[arg(long)]
+    turn: String,
+    /// This call only; calls the run makes afterwards park again.
+    #[arg(long)]
+    call: Option<String>,
+    /// Every call of the turn that waits, and every call its runs make
+    /// while they go on, until they end.
+    #[arg(long)]
+    all: bool,
+    /// Why, for the audit row (and the script, on a denial).
+    #[arg(long)]
+    reason: Option<String>,
+    /// Who decides, for the audit row (default: `$USER`).
+    #[arg(long = "as", value_name = "NAME")]
+    by: Option<String>,
+    /// Resume a run another process claimed and never finished (it was killed).
+    #[arg(long)]
+    take_over: bool,
+    /// The tools' configuration (default: the one the run parked with).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+impl AnswerArgs {
+    fn answer(&self, approve: bool) -> parked::Answer {
+        parked::Answer {
+            approve,
+            turn: self.turn.clone(),
+            call: self.call.clone(),
+            all: self.all,
+            reason: self.reason.clone(),
+            by: self.by.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "cli".to_owned()),
+            take_over: self.take_over,
+            config: self.config.clone(),
+        }
+    }
 }
 
 // One thread: the CLI runs one turn at a time, and with the client, the
@@ -156,6 +216,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", audit::show(&audit_store_url(&cli.backend)?, turn, &filter, *json).await?);
             Ok(())
         }
+        Command::Pending { turn, json } => {
+            print!("{}", parked::pending(&audit_store_url(&cli.backend)?, turn.as_deref(), *json).await?);
+            Ok(())
+        }
+        Command::Approve(which) => {
+            let outcome = parked::answer(&cli.backend, which.answer(true)).await?;
+            print_outcome(&outcome, "the script did not complete")
+        }
+        Command::Deny(which) => {
+            let outcome = parked::answer(&cli.backend, which.answer(false)).await?;
+            print_outcome(&outcome, "the script did not complete")
+        }
+        Command::Chat { .. } | Command::Ask { .. } if cli.backend.approval == Some(Approval::Later) => {
+            anyhow::bail!(
+                "`--approval later` parks script runs for `run` and `demo`; a model's turn (`chat`, `ask`) \
+                 cannot wait in the audit store yet: use `--approval ask` or `policy`"
+            )
+        }
         Command::Chat { config, model } => {
             let source = Source::load(config.clone(), demo_db())?;
             let (agent, agents) = model.resolve(&source.config.agents)?;
@@ -203,11 +281,14 @@ async fn run_script(args: &BackendArgs, source: Source, code: String, input: Val
 }
 
 /// Prints a JSON outcome on stdout; fails with `failed` (a nonzero exit for
-/// scripts that call `tether`) unless its `ok` is true.
+/// scripts that call `tether`) unless its `ok` is true or the run parked
+/// (`--approval later`: it is not over, and stderr says how to answer it).
 fn print_outcome(outcome: &Value, failed: &str) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(outcome)?);
+    let parked = outcome.pointer("/error/code").and_then(Value::as_str) == Some("run_parked");
     match outcome.get("ok") {
         Some(Value::Bool(true)) => Ok(()),
+        _ if parked => Ok(()),
         _ => anyhow::bail!("{failed}"),
     }
 }

@@ -3,10 +3,9 @@
 //! as the model's.
 
 use std::sync::Arc;
-use tether_backend::SidecarClient;
 use tether_backend::tools::{ToolSet, TurnSection};
 use tether_backend::turn::{
-    Approver, AuditStore, EventSink, ScriptTool, Tool, ToolEvent, Turn, TurnBuilder, TurnError,
+    Approver, AuditStore, EventSink, Tool, ToolEvent, Turn, TurnBuilder, TurnError, TurnSnapshot,
 };
 
 /// What the CLI's turns are built with. Cheap to clone.
@@ -43,7 +42,7 @@ impl TurnSetup {
     /// A top-level turn with id `turn_id`, opened (the id claimed in the
     /// audit store): `[turn]`'s limits (payloads captured for the live view)
     /// and deadline, the tools of `tools`, `script` (the `run_script` tool,
-    /// [`script_tool`]), and `extra` (agent tools).
+    /// `Backend::script`), and `extra` (agent tools).
     ///
     /// # Errors
     /// If two tools share a name (a tool set's are unique; `run_script` is
@@ -61,15 +60,23 @@ impl TurnSetup {
         }
         extra.into_iter().fold(self.equip(builder, tools, script), TurnBuilder::add_tool).open().await
     }
-}
 
-/// The `run_script` tool on the sidecar behind `client`, made once and
-/// shared by every turn (nested ones included) of a command.
-///
-/// # Errors
-/// If the tool's schema does not compile (it is fixed: never in practice).
-pub fn script_tool(client: SidecarClient) -> Result<Tool, TurnError> {
-    ScriptTool::new(client).into_tool()
+    /// The top-level turn `turn_id` again, from a parked run's snapshot, in
+    /// this process: the same tools and limits, the counts it had, its id
+    /// already claimed (`docs/parking.md`).
+    ///
+    /// # Errors
+    /// If two tools share a name.
+    pub fn resume(
+        &self,
+        turn_id: &str,
+        snapshot: TurnSnapshot,
+        tools: &ToolSet,
+        script: &Tool,
+    ) -> Result<Turn, TurnError> {
+        let builder = Turn::builder(turn_id).limits(self.turn.limits.clone()).capture_payloads(true).resumed(snapshot);
+        self.equip(builder, tools, script).build()
+    }
 }
 
 /// Prints every call of the turn as it starts and ends, nested calls indented.

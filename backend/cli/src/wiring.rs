@@ -12,8 +12,9 @@
 
 use crate::demo_db;
 use crate::embedded::EmbeddedSidecar;
+use crate::park_key;
 use crate::terminal::TerminalApprover;
-use crate::turn::{PrintEvents, TurnSetup, script_tool};
+use crate::turn::{PrintEvents, TurnSetup};
 use anyhow::Context;
 use clap::ValueEnum;
 use serde_json::{Value, json};
@@ -21,7 +22,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tether_backend::SidecarClient;
 use tether_backend::tools::{Config, ToolSet, Vars};
-use tether_backend::turn::{Approver, AuditStoreUrl, CallOrigin, CallRequest, PolicyApprover, Tool};
+use tether_backend::turn::{
+    Approver, AuditStoreUrl, CallOrigin, CallRequest, Code, DeferredApprover, PolicyApprover, ScriptTool, Tool,
+};
 use tether_sidecar::SidecarConfig;
 
 /// The flags, shared by every command, that choose its backend.
@@ -46,6 +49,12 @@ pub struct BackendArgs {
     /// as `${TETHER_DEMO_DB}`.
     #[arg(long, global = true)]
     pub demo_db: Option<PathBuf>,
+    /// The key an embedded sidecar seals parked runs with, so that a run
+    /// parked by `--approval later` resumes in another process (`tether
+    /// approve`): at least 32 secret bytes, made on first use (default:
+    /// `$XDG_STATE_HOME/tether/park.key`, or `~/.local/state/tether/park.key`).
+    #[arg(long, global = true, env = "TETHER_PARK_KEY_FILE", value_name = "PATH")]
+    pub park_key_file: Option<PathBuf>,
 }
 
 /// Who approves the calls that need approval (`--approval`).
@@ -57,6 +66,10 @@ pub enum Approval {
     Ask,
     /// Deny every request.
     Deny,
+    /// Park the run in the audit store with each call that needs approval,
+    /// and end: a person answers later, from any process, with `tether
+    /// approve` or `tether deny` (`tether pending` lists what waits).
+    Later,
 }
 
 /// Where the tools come from: a config file, or the demo world's; either
@@ -110,6 +123,48 @@ impl Source {
         Ok(Source { config, demo, demo_db: created })
     }
 
+    /// The tools of the config file at `config` (the demo world's without
+    /// one) over the demo database at `demo_db` as it is — not created
+    /// again: a parked run resumes in the world it parked in.
+    ///
+    /// # Errors
+    /// If the demo database is missing or the config cannot be read.
+    pub fn reopen(config: Option<PathBuf>, demo_db: Option<PathBuf>) -> anyhow::Result<Source> {
+        let db = match demo_db.or_else(|| std::env::var_os(demo_db::DB_VAR).map(PathBuf::from)) {
+            Some(db) => db,
+            None if config.is_none() => anyhow::bail!("the demo world's database is not known: pass --demo-db"),
+            None => demo_db::default_path(),
+        };
+        if config.is_none() && !db.exists() {
+            anyhow::bail!("the demo database `{}` the run parked with is gone; nothing to resume it in", db.display());
+        }
+        let (config, demo) = match config {
+            Some(path) => {
+                let vars = Vars::from_env().set(demo_db::DB_VAR, db.display().to_string());
+                (Config::load(&path, &vars)?, false)
+            }
+            None => (demo_db::config(&db)?, true),
+        };
+        Ok(Source { config, demo, demo_db: Some((db, false)) })
+    }
+
+    /// Keeps the demo database this run created (a parked run resumes in it).
+    pub fn keep_demo_db(&mut self) {
+        if let Some((_, remove)) = &mut self.demo_db {
+            *remove = false;
+        }
+    }
+
+    /// What a run parked from this source needs to resume elsewhere: the
+    /// config file and the demo database, as absolute paths.
+    pub fn owner(&self) -> Value {
+        let absolute = |path: &std::path::Path| std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        json!({
+            "config": (!self.demo).then(|| absolute(&self.config.path).display().to_string()),
+            "demo_db": self.demo_db.as_ref().map(|(path, _)| absolute(path).display().to_string()),
+        })
+    }
+
     /// With `report`, prints the demo world's outbox (after the demo, or
     /// when the script wrote to it); removes a temporary database.
     ///
@@ -144,6 +199,8 @@ pub struct Backend {
     pub address: String,
     /// `run_script` on the sidecar, shared by every turn.
     pub script: Tool,
+    /// The same tool, for resuming its parked runs.
+    pub script_tool: ScriptTool,
     /// The approver, audit store, events and `[turn]` every turn is built with.
     pub setup: TurnSetup,
     audit_url: AuditStoreUrl,
@@ -170,13 +227,52 @@ impl Backend {
     ///
     /// # Errors
     /// If a tool source, the sidecar or the audit store cannot be started or reached.
-    pub async fn start(args: &BackendArgs, source: Source, default_approval: Approval) -> anyhow::Result<Backend> {
+    pub async fn start(args: &BackendArgs, mut source: Source, default_approval: Approval) -> anyhow::Result<Backend> {
+        let mut terminal = None;
+        let approval = args.approval.unwrap_or(default_approval);
+        let approver: Arc<dyn Approver> = match approval {
+            Approval::Policy => Arc::new(PolicyApprover::approve_all()),
+            Approval::Ask => terminal.insert(Arc::new(TerminalApprover::new("terminal"))).clone(),
+            Approval::Deny => Arc::new(PolicyApprover::deny_all()),
+            Approval::Later => Arc::new(DeferredApprover),
+        };
+        let durable = approval == Approval::Later;
+        if durable {
+            source.keep_demo_db();
+        }
+        let mut backend = Backend::launch(args, source, approver, durable).await?;
+        backend.terminal = terminal;
+        Ok(backend)
+    }
+
+    /// Starts a backend to resume parked runs: like [`start`](Self::start),
+    /// with `approver` deciding the calls the resumed runs make, and runs
+    /// that may park in the audit store again.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub async fn resuming(args: &BackendArgs, source: Source, approver: Arc<dyn Approver>) -> anyhow::Result<Backend> {
+        Backend::launch(args, source, approver, true).await
+    }
+
+    /// What `start` and `resuming` share: `durable` runs may park in the
+    /// audit store, sealed under the persistent park key.
+    async fn launch(
+        args: &BackendArgs,
+        source: Source,
+        approver: Arc<dyn Approver>,
+        durable: bool,
+    ) -> anyhow::Result<Backend> {
         let tools = Arc::new(ToolSet::start(&source.config.tools).await?);
         let embedded = match &args.sidecar {
             Some(_) => None,
-            None => Some(
-                EmbeddedSidecar::start(SidecarConfig::default()).await.context("cannot start the embedded sidecar")?,
-            ),
+            None => {
+                let mut config = SidecarConfig::default();
+                if durable {
+                    config.park.key = Some(park_key::load_or_make(args.park_key_file.as_deref())?);
+                }
+                Some(EmbeddedSidecar::start(config).await.context("cannot start the embedded sidecar")?)
+            }
         };
         let address = match (&args.sidecar, &embedded) {
             (Some(address), _) => address.clone(),
@@ -192,17 +288,17 @@ impl Backend {
         let client =
             SidecarClient::connect_with(&address, &tether_backend::ConnectOptions { auth, ..Default::default() })
                 .await?;
-        let mut terminal = None;
-        let approver: Arc<dyn Approver> = match args.approval.unwrap_or(default_approval) {
-            Approval::Policy => Arc::new(PolicyApprover::approve_all()),
-            Approval::Ask => terminal.insert(Arc::new(TerminalApprover::new("terminal"))).clone(),
-            Approval::Deny => Arc::new(PolicyApprover::deny_all()),
-        };
         let audit_url = audit_store_url(args)?;
         let audit = audit_url.open().await.with_context(|| format!("cannot open the audit store `{audit_url}`"))?;
         let setup = TurnSetup { approver, audit, events: Arc::new(PrintEvents), turn: source.config.turn.clone() };
-        let script = script_tool(client)?;
-        Ok(Backend { source, tools, embedded, address, script, setup, audit_url, terminal })
+        let script_tool = ScriptTool::new(client).parking(durable).owner(source.owner());
+        let script = script_tool.clone().into_tool()?;
+        Ok(Backend { source, tools, embedded, address, script, script_tool, setup, audit_url, terminal: None })
+    }
+
+    /// The audit store's URL.
+    pub fn audit_url(&self) -> &AuditStoreUrl {
+        &self.audit_url
     }
 
     /// Ends the MCP servers and an embedded sidecar; reports the demo world's outbox.
@@ -239,6 +335,9 @@ impl Backend {
         );
         let request = CallRequest::new("call_1", "run_script", json!({"code": code, "input": input}));
         let result = turn.execute(request, CallOrigin::Model).await;
+        if result.failure().is_some_and(|failure| failure.code == Code::RunParked) {
+            crate::parked::print_waiting(&*self.setup.audit, &turn_id, self).await?;
+        }
         let audit_rows = turn.audit_log().await?.len();
         let possibly = turn.possibly_executed_approval_actions().await?;
         eprintln!(

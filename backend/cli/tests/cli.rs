@@ -12,6 +12,9 @@ use tether_tests::fake_model::{FakeModel, Reply, call};
 
 const TETHER: &str = env!("CARGO_BIN_EXE_tether");
 
+#[path = "cli/parked.rs"]
+mod parked;
+
 struct Scratch {
     dir: tempfile::TempDir,
 }

@@ -8,7 +8,7 @@
 
 use crate::error::ClientError;
 use crate::handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
-use crate::outcome::RunOutcome;
+use crate::outcome::{HandedOff, RunOutcome};
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use hyper_util::rt::TokioIo;
@@ -327,8 +327,38 @@ impl SidecarClient {
         // The sidecar's span for the run becomes a child of the caller's span
         // (for a `Turn`, the `run_script` call's): its trace context goes
         // along as request metadata.
+        self.drive(request.into_start(), None, handler, cancel).await
+    }
+
+    /// Resumes a parked run that was handed off ([`RunOutcome::handed_off`]),
+    /// in this process or any other: `start` is the run's `Start`, `resume`
+    /// its sealed state and one result per awaited call. Then as
+    /// [`run_until`](Self::run_until).
+    ///
+    /// # Errors
+    /// As for [`run`](Self::run); a sidecar that refuses the state ends the
+    /// run with status `RESUME_REFUSED` (an `Ok` outcome).
+    pub async fn resume_until(
+        &self,
+        start: pb::Start,
+        resume: pb::Resume,
+        handler: &dyn CallHandler,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, ClientError> {
+        self.drive(start, Some(resume), handler, cancel).await
+    }
+
+    /// Runs `start` (resuming it with `resume`) to its end, or to a park
+    /// the handler hands off.
+    async fn drive(
+        &self,
+        start: pb::Start,
+        mut resume: Option<pb::Resume>,
+        handler: &dyn CallHandler,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, ClientError> {
         let trace_context = TraceContext::of(&tracing::Span::current());
-        let start = request.into_start();
+        let start = pb::Start { resume: None, ..start };
         // Calls being served; refusals being recorded (these finish even
         // after `Finished`: they are part of the run's record). Both live
         // across a park: a call served while the run is parked answers it
@@ -341,7 +371,6 @@ impl SidecarClient {
         // Ids of calls that started waiting for a person, from the handler.
         let (person_tx, mut person_rx) = mpsc::unbounded_channel();
         let mut parks = 0;
-        let mut resume = None;
         loop {
             let stream = match resume.take() {
                 None => self.open_stream(&start, None, &trace_context).await?,
@@ -357,6 +386,14 @@ impl SidecarClient {
                 StreamEnd::Parked(parked) => {
                     parks += 1;
                     tracing::debug!(awaiting = ?parked.awaiting, state_bytes = parked.state.len(), "the run parked");
+                    let unanswered: Vec<String> =
+                        parked.awaiting.iter().filter(|id| !batch.results.contains_key(*id)).cloned().collect();
+                    if !unanswered.is_empty() && handler.hand_off(&unanswered) {
+                        while recording.next().await.is_some() {}
+                        let answered = parked.awaiting.iter().filter_map(|id| batch.results.get(id).cloned()).collect();
+                        let handed = HandedOff { start, parked, answered };
+                        return Ok(RunOutcome::from_hand_off(handed, parks));
+                    }
                     let Some(results) =
                         batch.collect(&parked.awaiting, &mut in_flight, &mut recording, &cancel).await?
                     else {

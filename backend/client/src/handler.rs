@@ -83,6 +83,20 @@ impl ToolOutcome {
         };
         pb::ToolResult { id, outcome: Some(outcome) }
     }
+
+    /// A result as the sidecar gets it, back as an outcome (a value that is
+    /// not JSON, or no outcome, as the failure the guest would see).
+    pub(crate) fn from_proto(result: pb::ToolResult) -> Self {
+        use pb::tool_result::Outcome;
+        match result.outcome {
+            Some(Outcome::ValueJson(json)) => match serde_json::from_str(&json) {
+                Ok(value) => ToolOutcome::Ok(value),
+                Err(error) => ToolOutcome::failed("invalid_result", format!("the result is not JSON: {error}")),
+            },
+            Some(Outcome::Failure(failure)) => ToolOutcome::Failed { code: failure.code, message: failure.message },
+            None => ToolOutcome::failed("internal", "a result with no outcome"),
+        }
+    }
 }
 
 /// Answers the calls of a run. Implement [`CallHandler::call`] by sending the
@@ -103,4 +117,14 @@ pub trait CallHandler: Send + Sync {
     /// answer. Past the per-script cap this comes once, for the first refused
     /// call. Default: ignored.
     async fn refused(&self, _call: RefusedCall) {}
+
+    /// The run parked while the calls `awaiting` are still being served:
+    /// return true to take them out of this process (each waits for a
+    /// person who answers from elsewhere), and the run ends here with
+    /// [`RunOutcome::handed_off`](crate::RunOutcome::handed_off) — what resumes it
+    /// anywhere — instead of waiting for them. The calls' futures are then
+    /// dropped. Default: false, the client waits and resumes the run itself.
+    fn hand_off(&self, _awaiting: &[String]) -> bool {
+        false
+    }
 }

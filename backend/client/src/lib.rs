@@ -23,5 +23,5 @@ mod script;
 pub use client::{ClientAuth, ClientTls, ConnectOptions, Keepalive, RunRequest, SidecarClient};
 pub use error::ClientError;
 pub use handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
-pub use outcome::RunOutcome;
-pub use script::{SCRIPT_TOOL_NAME, ScriptTool};
+pub use outcome::{HandedOff, RunOutcome};
+pub use script::{Answers, Resumed, SCRIPT_TOOL_NAME, ScriptTool};

@@ -26,6 +26,23 @@ pub struct RunOutcome {
     /// Times the run parked and was resumed on a new stream
     /// (`RunRequest::may_park`; `docs/parking.md`).
     pub parks: u32,
+    /// The run parked waiting only on calls its handler handed off
+    /// ([`CallHandler::hand_off`](crate::CallHandler::hand_off)): it is not over, and
+    /// this is what resumes it, in any process. `status` is then
+    /// `UNSPECIFIED`.
+    pub handed_off: Option<HandedOff>,
+}
+
+/// A parked run whose awaited calls were handed off: what resumes it with
+/// [`SidecarClient::resume_until`](crate::SidecarClient::resume_until).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandedOff {
+    /// The run's `Start`, without `resume`.
+    pub start: pb::Start,
+    /// What the sidecar handed over: the sealed state, the ids awaited, the stats so far.
+    pub parked: pb::Parked,
+    /// Results of awaited calls already served before the run parked.
+    pub answered: Vec<pb::ToolResult>,
 }
 
 impl RunOutcome {
@@ -43,6 +60,23 @@ impl RunOutcome {
             stats: finished.stats.unwrap_or_default(),
             limits: finished.limits.unwrap_or_default(),
             parks: 0,
+            handed_off: None,
+        }
+    }
+
+    /// A run handed off while parked.
+    pub(crate) fn from_hand_off(handed_off: HandedOff, parks: u32) -> RunOutcome {
+        RunOutcome {
+            status: pb::RunStatus::Unspecified,
+            result: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            output_truncated: false,
+            error: None,
+            stats: handed_off.parked.stats.unwrap_or_default(),
+            limits: pb::Limits::default(),
+            parks,
+            handed_off: Some(handed_off),
         }
     }
 
@@ -63,6 +97,7 @@ impl RunOutcome {
             stats: parked.stats.unwrap_or_default(),
             limits: pb::Limits::default(),
             parks,
+            handed_off: None,
         }
     }
 

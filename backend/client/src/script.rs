@@ -15,6 +15,8 @@
 use crate::client::{RunRequest, SidecarClient};
 use crate::error::ClientError;
 use crate::handler::{CallHandler, RefusedCall, ScriptCall, ToolOutcome};
+use crate::outcome::{HandedOff, RunOutcome};
+use prost::Message as _;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -27,6 +29,7 @@ use tether_turn::Step;
 use tether_turn::Tool;
 use tether_turn::TurnError;
 use tether_turn::ended_reason;
+use tether_turn::{ApprovalDecision, OwedCall, ParkedAnswer, ParkedRun, PendingCall, StoreError, Turn};
 use tether_turn::{CallOutcome, CallRequest, CallResult, Failure};
 use tether_turn::{ToolContext, ToolExecutor, TurnAccess};
 use tether_turn::{ToolError, ToolMeta, ToolOutput, ToolSpec};
@@ -54,6 +57,7 @@ pub struct ScriptTool {
     limits: pb::Limits,
     time_limit: Duration,
     may_park: bool,
+    owner: Value,
 }
 
 impl ScriptTool {
@@ -66,7 +70,16 @@ impl ScriptTool {
             limits: pb::Limits::default(),
             time_limit: Duration::from_secs(30 * 60),
             may_park: false,
+            owner: Value::Null,
         }
+    }
+
+    /// What the application needs to resume a parked run in another process
+    /// (the CLI: its config file and demo database), stored with every run
+    /// this tool parks in the audit store ([`ParkedRun::owner`]).
+    pub fn owner(mut self, owner: Value) -> Self {
+        self.owner = owner;
+        self
     }
 
     /// Lets the tool's runs park while their calls wait
@@ -174,16 +187,31 @@ impl ToolExecutor for ScriptExecutor {
             limits,
             may_park: self.tool.may_park,
         };
-        let handler = ScriptCalls {
-            max_refused: turn.limits().max_refused_script_calls,
-            summary: NestedSummary::new(turn.limits().capture_payloads),
-            turn,
-            run_id: run_id.clone(),
-            parent_call_id: context.call_id,
-            depth,
-            refused: AtomicU32::new(0),
+        let owed = OwedCall {
+            call_id: context.call_id.clone(),
+            tool: self.tool.name.clone(),
+            args: args.clone(),
+            origin: context.origin.clone(),
+            started_at_ms: now_ms(),
         };
+        let handler = ScriptCalls::new(turn, run_id, context.call_id, depth, 0);
         let outcome = self.tool.client.run(request, &handler).await;
+        self.tool.conclude(outcome, &handler, &owed, turn_deadline_bounds).await
+    }
+}
+
+impl ScriptTool {
+    /// What the run's outcome gives the script tool's caller: its result,
+    /// or the run's failure; a run handed off while parked is stored with
+    /// its turn, and the caller gets `run_parked`.
+    async fn conclude(
+        &self,
+        outcome: Result<RunOutcome, ClientError>,
+        handler: &ScriptCalls,
+        owed: &OwedCall,
+        turn_deadline_bounds: bool,
+    ) -> Result<ToolOutput, ToolError> {
+        let run_id = handler.run_id.clone();
         let mut metadata = match handler.summary.to_json() {
             Value::Object(map) => map,
             _ => Map::new(),
@@ -209,6 +237,9 @@ impl ToolExecutor for ScriptExecutor {
                 return Err(ToolError::new(kind.as_str(), message).with_metadata(Value::Object(metadata)));
             }
         };
+        if let Some(handed) = outcome.handed_off {
+            return self.park_handed(handed, handler, owed).await;
+        }
         metadata.insert(
             "run".into(),
             json!({
@@ -219,6 +250,7 @@ impl ToolExecutor for ScriptExecutor {
                 "cpu_time_us": outcome.stats.cpu_time_us,
                 "wait_time_us": outcome.stats.wait_time_us,
                 "wall_time_us": outcome.stats.wall_time_us,
+                "parks": outcome.parks,
             }),
         );
         let metadata = Value::Object(metadata);
@@ -249,6 +281,179 @@ impl ToolExecutor for ScriptExecutor {
             Err(ToolError::new(kind, message).with_metadata(metadata))
         }
     }
+
+    /// Stores a run handed off while parked with its turn, durably, and
+    /// tells the caller it is parked.
+    async fn park_handed(
+        &self,
+        handed: HandedOff,
+        handler: &ScriptCalls,
+        owed: &OwedCall,
+    ) -> Result<ToolOutput, ToolError> {
+        let pending = handler.handed.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_default();
+        let waiting = pending.len();
+        let run = ParkedRun {
+            turn_id: handler.turn.id().to_owned(),
+            run_id: handler.run_id.clone(),
+            call: owed.clone(),
+            request: handed.start.encode_to_vec(),
+            state: handed.parked.state,
+            awaiting: handed.parked.awaiting,
+            pending,
+            answered: handed.answered.into_iter().map(|result| (result.id.clone(), answer_of_proto(result))).collect(),
+            refused: handler.refused.load(Ordering::Relaxed),
+            turn: handler.turn.snapshot(),
+            owner: self.owner.clone(),
+            parked_at_ms: now_ms(),
+        };
+        match handler.turn.park(&run).await {
+            Ok(()) => {
+                tracing::info!(run_id = %run.run_id, waiting, "the run is parked in the audit store");
+                Err(ToolError::around(&Reason::RunParked { run_id: run.run_id, waiting }))
+            }
+            Err(error) => {
+                tracing::error!(%error, run_id = %run.run_id, "the run parked, but the audit store could not keep it");
+                let message = format!(
+                    "the script run parked waiting for approvals, but the audit store could not keep it ({error}); \
+                     the calls waiting for approval were not made — run the script again"
+                );
+                Err(ToolError::new(RunErrorKind::SandboxUnavailable.as_str(), message))
+            }
+        }
+    }
+
+    /// Resumes `run`, a parked run of `turn` that this process claimed
+    /// ([`AuditStore::claim_parked`](tether_turn::AuditStore::claim_parked) as
+    /// `claimant`; `turn` built from its snapshot with
+    /// [`TurnBuilder::resumed`](tether_turn::TurnBuilder::resumed), with this
+    /// tool in it). Each pending call with an answer in `answers`, or whose
+    /// approval wait has run out, is answered through the turn
+    /// ([`Turn::answer_pending`]) and the answer stored before the next, so
+    /// a process that dies here loses no answer and repeats no effect. When
+    /// every call the run waits on is answered, the run goes on, on this
+    /// tool's sidecar, to its end or its next park, and the script tool's
+    /// call gets its one audit row ([`Turn::settle_resumed`]).
+    ///
+    /// # Errors
+    /// If the store fails, another process took the run over, or the stored
+    /// request does not decode.
+    pub async fn resume_parked(
+        &self,
+        turn: &Turn,
+        mut run: ParkedRun,
+        answers: &Answers,
+        claimant: &str,
+    ) -> Result<Resumed, TurnError> {
+        let store = turn.audit_store().clone();
+        for pending in run.pending.clone() {
+            let id = pending.request.call_id.clone();
+            if run.answered.contains_key(&id) {
+                continue;
+            }
+            let decision = answers.get(&id);
+            if decision.is_none() && !turn.approval_left(&pending).is_zero() {
+                continue;
+            }
+            let result = turn.answer_pending(&pending, decision).await;
+            run.answered.insert(id, answer_of(script_outcome(result)));
+            store.update_parked(&run, claimant).await?;
+        }
+        if run.awaiting.iter().any(|id| !run.answered.contains_key(id)) {
+            // Parked again as it is, its answers kept and the claim released.
+            store.park_run(&run).await?;
+            return Ok(Resumed::Waiting(run.unanswered().cloned().collect()));
+        }
+        let start = pb::Start::decode(run.request.as_slice()).map_err(|error| {
+            StoreError::Other(format!("the parked run `{}`'s request does not decode: {error}", run.run_id))
+        })?;
+        let results = run
+            .awaiting
+            .iter()
+            .filter_map(|id| run.answered.get(id).map(|answer| outcome_of(answer.clone()).into_proto(id.clone())))
+            .collect();
+        let depth = run.call.origin.depth() + 1;
+        let handler =
+            ScriptCalls::new(Arc::new(turn.clone()), run.run_id.clone(), run.call.call_id.clone(), depth, run.refused);
+        let resume = pb::Resume { state: std::mem::take(&mut run.state), results };
+        let bounds = turn.remaining().is_some();
+        let owed = run.call.clone();
+        let result = turn
+            .settle_resumed(&owed, async {
+                let outcome = self.client.resume_until(start, resume, &handler, turn.cancel_token()).await;
+                self.conclude(outcome, &handler, &owed, bounds).await
+            })
+            .await;
+        if result.failure().map(|failure| failure.code) != Some(Code::RunParked) {
+            store.unpark(&run.turn_id, &run.run_id, claimant).await?;
+        }
+        Ok(Resumed::Settled(result))
+    }
+}
+
+/// How the calls of a parked run are answered ([`ScriptTool::resume_parked`]):
+/// per call, or one answer for every call.
+#[derive(Debug, Clone, Default)]
+pub struct Answers {
+    by_call: std::collections::HashMap<String, ApprovalDecision>,
+    every: Option<ApprovalDecision>,
+}
+
+impl Answers {
+    /// No answers: only calls whose wait ran out are answered (timed out).
+    pub fn none() -> Self {
+        Answers::default()
+    }
+
+    /// `decision` for every pending call.
+    pub fn every(decision: ApprovalDecision) -> Self {
+        Answers { every: Some(decision), ..Answers::default() }
+    }
+
+    /// `decision` for call `call_id`.
+    pub fn call(mut self, call_id: impl Into<String>, decision: ApprovalDecision) -> Self {
+        self.by_call.insert(call_id.into(), decision);
+        self
+    }
+
+    /// The answer to call `call_id`, if there is one.
+    pub fn get(&self, call_id: &str) -> Option<ApprovalDecision> {
+        self.by_call.get(call_id).or(self.every.as_ref()).cloned()
+    }
+}
+
+/// How [`ScriptTool::resume_parked`] ended.
+#[derive(Debug)]
+pub enum Resumed {
+    /// These calls have no answer yet: the run stays parked, with every
+    /// answer given so far.
+    Waiting(Vec<PendingCall>),
+    /// The run went on: the script tool's call's result — `run_parked` if
+    /// it parked again, waiting on calls made since.
+    Settled(CallResult),
+}
+
+fn now_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn answer_of(outcome: ToolOutcome) -> ParkedAnswer {
+    match outcome {
+        ToolOutcome::Ok(value) => ParkedAnswer::Ok(value),
+        ToolOutcome::Failed { code, message } => ParkedAnswer::Failed { code, message },
+    }
+}
+
+fn outcome_of(answer: ParkedAnswer) -> ToolOutcome {
+    match answer {
+        ParkedAnswer::Ok(value) => ToolOutcome::Ok(value),
+        ParkedAnswer::Failed { code, message } => ToolOutcome::Failed { code, message },
+    }
+}
+
+/// A result the client served before the run parked, as stored.
+fn answer_of_proto(result: pb::ToolResult) -> ParkedAnswer {
+    answer_of(ToolOutcome::from_proto(result))
 }
 
 /// Serves one run's calls: each through the one execution path with origin
@@ -263,9 +468,24 @@ struct ScriptCalls {
     /// Calls of this run refused so far (by the sidecar or the turn).
     refused: AtomicU32,
     max_refused: u32,
+    /// The calls handed off when the run parked, for its record.
+    handed: std::sync::Mutex<Option<Vec<PendingCall>>>,
 }
 
 impl ScriptCalls {
+    fn new(turn: Arc<dyn TurnAccess>, run_id: String, parent_call_id: String, depth: u32, refused: u32) -> Self {
+        ScriptCalls {
+            max_refused: turn.limits().max_refused_script_calls,
+            summary: NestedSummary::new(turn.limits().capture_payloads),
+            turn,
+            run_id,
+            parent_call_id,
+            depth,
+            refused: AtomicU32::new(refused),
+            handed: std::sync::Mutex::new(None),
+        }
+    }
+
     fn origin(&self) -> CallOrigin {
         CallOrigin::Script {
             run_id: self.run_id.clone(),
@@ -324,6 +544,16 @@ impl CallHandler for ScriptCalls {
         let request = CallRequest::new(call.id, call.name, args).trace_context(call.trace_context);
         let result = self.turn.record_refused(request, self.origin(), failure).await;
         self.summary.settle(slot, &result);
+    }
+
+    fn hand_off(&self, awaiting: &[String]) -> bool {
+        match self.turn.hand_off(awaiting) {
+            Some(calls) => {
+                *self.handed.lock().unwrap_or_else(|p| p.into_inner()) = Some(calls);
+                true
+            }
+            None => false,
+        }
     }
 }
 

@@ -29,8 +29,11 @@
 //! following each tool's replay rule, and survive reopening; audit rows come
 //! back with every field; reads see every write enqueued before them; a turn
 //! id is claimed once, also across stores; two stores on one database never
-//! both start one call id or both claim one turn id. A failure panics with
-//! the behaviour's name and what differed.
+//! both start one call id or both claim one turn id. Parked runs are listed
+//! oldest first, parked again with their claim released, claimed by one
+//! claimant at a time (unless taken over), updated and unparked only by
+//! their claimant, durably; two stores on one database never both claim one.
+//! A failure panics with the behaviour's name and what differed.
 //!
 //! The group-commit stores' own behaviour (one transaction per group, a full
 //! queue, a rejected write failing alone) is tested apart, in this crate.
@@ -43,8 +46,8 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use tether_turn::{
-    ApprovalVerdict, AuditRecord, AuditStore, CallIdentity, CallStatus, LedgerEntry, LedgerState, Step, StoreError,
-    StoreWrite, ToolReplay,
+    ApprovalVerdict, AuditRecord, AuditStore, CallIdentity, CallStatus, LedgerEntry, LedgerState, ParkedAnswer,
+    ParkedRun, Step, StoreError, StoreWrite, ToolReplay,
 };
 
 /// A database under test, fresh for each behaviour.
@@ -61,7 +64,7 @@ pub trait StoreFixture: Send + Sync + 'static {
 pub type Behaviour = (&'static str, fn(&dyn StoreFixture) -> futures::future::BoxFuture<'_, ()>);
 
 /// Every behaviour [`check`] runs, by name.
-pub const BEHAVIOURS: [Behaviour; 6] = [
+pub const BEHAVIOURS: [Behaviour; 12] = [
     ("ledger rows follow the replay rule and survive reopening", |f| {
         ledger_rows_follow_the_replay_rule_and_survive_reopening(f).boxed()
     }),
@@ -72,6 +75,20 @@ pub const BEHAVIOURS: [Behaviour; 6] = [
     }),
     ("two stores on one database never both start a call id", |f| two_stores_never_both_start_a_call_id(f).boxed()),
     ("two stores on one database never both claim a turn id", |f| two_stores_never_both_claim_a_turn_id(f).boxed()),
+    ("parked runs are listed by turn and all, oldest first, after reopening", |f| {
+        parked_runs_are_listed_by_turn_and_all_oldest_first(f).boxed()
+    }),
+    ("parking a run again replaces its record and releases its claim", |f| {
+        parking_again_replaces_the_record_and_releases_the_claim(f).boxed()
+    }),
+    ("a parked run is claimed once, unless taken over", |f| a_parked_run_is_claimed_once_unless_taken_over(f).boxed()),
+    ("only a parked run's claimant updates it, durably", |f| only_the_claimant_updates_a_parked_run(f).boxed()),
+    ("only a parked run's claimant unparks it, and then it is gone", |f| {
+        only_the_claimant_unparks_a_parked_run(f).boxed()
+    }),
+    ("two stores on one database never both claim a parked run", |f| {
+        two_stores_never_both_claim_a_parked_run(f).boxed()
+    }),
 ];
 
 /// Runs every behaviour of [`BEHAVIOURS`], each on a fixture from `fresh`.
@@ -145,6 +162,47 @@ pub fn started(call_id: &str) -> StoreWrite {
 /// The write that settles call `call_id` of turn `t1` as `ok` at `at` ms.
 pub fn settled(call_id: &str, at: i64) -> StoreWrite {
     StoreWrite::Settled { turn_id: "t1".into(), call_id: call_id.into(), outcome: CallStatus::Ok, settled_at_ms: at }
+}
+
+/// Run `run_id` of turn `turn_id`, parked at `parked_at_ms`: a pending
+/// call, an answered one, opaque bytes (a zero byte, a 255), non-ASCII text.
+pub fn parked_run(turn_id: &str, run_id: &str, parked_at_ms: i64) -> ParkedRun {
+    let json = r#"{
+        "turn_id": "TURN", "run_id": "RUN",
+        "call": {"call_id": "c", "tool": "run_script", "args": {"code": "ünïcödé"}, "origin": {"kind": "model"},
+                 "started_at_ms": 1},
+        "request": "AAEC/w==", "state": "CQkJCQ==", "awaiting": ["c/1", "c/2"],
+        "pending": [{
+            "request": {"turn_id": "TURN", "call_id": "c/1", "tool": "send_email", "description": "Send",
+                        "args": {"to": "dana@example.com", "body": "ünïcödé"},
+                        "origin": {"kind": "script", "run_id": "RUN", "parent_call_id": "c", "depth": 1},
+                        "reason": "emails leave the company"},
+            "max_result_bytes": 100, "since_ms": 5}],
+        "answered": {"c/2": {"ok": [1, "two"]}}, "refused": 1,
+        "turn": {"calls_used": 3, "approval_calls": 1, "seen": {"k": "c/2"}, "runs": 1, "remaining_ms": 9000},
+        "owner": {"config": null, "db": "démo.db"}, "parked_at_ms": 0
+    }"#;
+    let run = ParkedRun::from_json(&json.replace("TURN", turn_id).replace("RUN", run_id)).unwrap();
+    ParkedRun { parked_at_ms, ..run }
+}
+
+/// `run` with call `c/1` answered (as a resume records it).
+fn answered(run: &ParkedRun) -> ParkedRun {
+    let mut run = run.clone();
+    let answer = ParkedAnswer::Failed { code: "approval_denied".into(), message: "no: ünïcödé".into() };
+    run.answered.insert("c/1".into(), answer);
+    run.refused += 1;
+    run
+}
+
+/// Whether `result` is [`StoreError::ParkedClaimed`] naming `holder` since `since`.
+fn claimed_by<T>(result: &Result<T, StoreError>, holder: &str, since: i64) -> bool {
+    matches!(result, Err(StoreError::ParkedClaimed { claimant, since_ms, .. }) if claimant == holder && *since_ms == since)
+}
+
+/// Whether `result` is [`StoreError::NotParked`] of run `run` of turn `t1`.
+fn not_parked<T>(result: &Result<T, StoreError>, run: &str) -> bool {
+    matches!(result, Err(StoreError::NotParked { turn_id, run_id }) if turn_id == "t1" && run_id == run)
 }
 
 /// Starts and settles rows under both replay rules, then reads them back
@@ -304,4 +362,156 @@ pub async fn two_stores_never_both_claim_a_turn_id(fixture: &dyn StoreFixture) {
         }
     }
     assert!(claimed.iter().all(|&times| times == 1), "times each turn id was claimed: {claimed:?}");
+}
+
+/// Runs parked in two turns, some at the same millisecond, come back with
+/// every field, oldest first (then by turn id, then run id), from a new
+/// store on the same database too; a turn's are its own only.
+pub async fn parked_runs_are_listed_by_turn_and_all_oldest_first(fixture: &dyn StoreFixture) {
+    let runs = [parked_run("t1", "t1/run-2", 5), parked_run("t2", "t2/run-1", 3), parked_run("t1", "t1/run-1", 5)];
+    {
+        let store = fixture.open().await;
+        for run in &runs {
+            store.park_run(run).await.unwrap();
+        }
+        // A claimed run is listed as well.
+        store.claim_parked("t1", "t1/run-2", "a", false, 10).await.unwrap();
+    }
+    let store = fixture.open().await;
+    let all = store.parked_runs(None).await.unwrap();
+    assert_eq!(all, [runs[1].clone(), runs[2].clone(), runs[0].clone()], "oldest first, then turn and run");
+    assert_eq!(store.parked_runs(Some("t1")).await.unwrap(), [runs[2].clone(), runs[0].clone()]);
+    assert_eq!(store.parked_runs(Some("other")).await.unwrap(), []);
+}
+
+/// A run that parks again has its record replaced, and whoever held it
+/// holds it no more: another claimant claims it and gets the new record.
+pub async fn parking_again_replaces_the_record_and_releases_the_claim(fixture: &dyn StoreFixture) {
+    let store = fixture.open().await;
+    let run = parked_run("t1", "run-1", 5);
+    store.park_run(&run).await.unwrap();
+    store.claim_parked("t1", "run-1", "a", false, 10).await.unwrap();
+    let again = ParkedRun { parked_at_ms: 20, ..answered(&run) };
+    store.park_run(&again).await.unwrap();
+    let reopened = fixture.open().await;
+    assert_eq!(
+        reopened.parked_runs(Some("t1")).await.unwrap(),
+        std::slice::from_ref(&again),
+        "one run, its new record"
+    );
+    assert_eq!(reopened.claim_parked("t1", "run-1", "b", false, 30).await.unwrap(), again, "the claim was released");
+    // The former holder's claim is gone: it may not update the run.
+    assert!(store.update_parked(&run, "a").await.is_err(), "a released claim updates nothing");
+    assert_eq!(reopened.parked_runs(None).await.unwrap(), [again]);
+}
+
+/// A claim returns the record; a second claimant is refused with the
+/// first's name and since when; a take-over claims it from the holder;
+/// claims hold across stores on one database; a run never parked is
+/// `NotParked`.
+pub async fn a_parked_run_is_claimed_once_unless_taken_over(fixture: &dyn StoreFixture) {
+    let (store, reopened) = (fixture.open().await, fixture.open().await);
+    let run = parked_run("t1", "run-1", 5);
+    store.park_run(&run).await.unwrap();
+    assert_eq!(store.claim_parked("t1", "run-1", "a", false, 10).await.unwrap(), run);
+    for claimant in ["b", "a"] {
+        let refused = reopened.claim_parked("t1", "run-1", claimant, false, 11).await;
+        assert!(claimed_by(&refused, "a", 10), "claimed by `a` since 10: {refused:?}");
+    }
+    let text = reopened.claim_parked("t1", "run-1", "b", false, 11).await.unwrap_err().to_string();
+    assert!(text.contains("`a`") && text.contains("take the run over"), "{text}");
+    assert_eq!(reopened.claim_parked("t1", "run-1", "b", true, 12).await.unwrap(), run, "taken over");
+    let refused = store.claim_parked("t1", "run-1", "a", false, 13).await;
+    assert!(claimed_by(&refused, "b", 12), "now claimed by `b` since 12: {refused:?}");
+    assert!(not_parked(&store.claim_parked("t1", "run-9", "a", false, 14).await, "run-9"));
+    assert!(not_parked(&store.claim_parked("t1", "run-9", "a", true, 14).await, "run-9"), "nothing to take over");
+}
+
+/// The claimant's update is durable (a new store on the same database sees
+/// it); anyone else's is refused, naming the holder, and changes nothing;
+/// after a take-over the former holder is refused too.
+pub async fn only_the_claimant_updates_a_parked_run(fixture: &dyn StoreFixture) {
+    let store = fixture.open().await;
+    let run = parked_run("t1", "run-1", 5);
+    store.park_run(&run).await.unwrap();
+    // Nobody holds it yet: nobody may update it.
+    assert!(store.update_parked(&answered(&run), "a").await.is_err(), "an unclaimed run updates nothing");
+    store.claim_parked("t1", "run-1", "a", false, 10).await.unwrap();
+    let updated = answered(&run);
+    store.update_parked(&updated, "a").await.unwrap();
+    let reopened = fixture.open().await;
+    assert_eq!(
+        reopened.parked_runs(Some("t1")).await.unwrap(),
+        std::slice::from_ref(&updated),
+        "durable, seen by another store"
+    );
+    let refused = reopened.update_parked(&run, "b").await;
+    assert!(claimed_by(&refused, "a", 10), "{refused:?}");
+    reopened.claim_parked("t1", "run-1", "b", true, 20).await.unwrap();
+    let refused = store.update_parked(&run, "a").await;
+    assert!(claimed_by(&refused, "b", 20), "taken over: {refused:?}");
+    assert_eq!(store.parked_runs(None).await.unwrap(), std::slice::from_ref(&updated), "the refusals changed nothing");
+    // The holder's claim survives its updates.
+    reopened.update_parked(&ParkedRun { refused: 7, ..updated }, "b").await.unwrap();
+    assert!(claimed_by(&store.claim_parked("t1", "run-1", "c", false, 30).await, "b", 20));
+    assert!(not_parked(&store.update_parked(&parked_run("t1", "run-9", 1), "a").await, "run-9"));
+}
+
+/// Only the claimant unparks a run; then it is gone: not listed, and a
+/// claim, an update or another unpark is `NotParked`, also from a new store.
+pub async fn only_the_claimant_unparks_a_parked_run(fixture: &dyn StoreFixture) {
+    let store = fixture.open().await;
+    let run = parked_run("t1", "run-1", 5);
+    store.park_run(&run).await.unwrap();
+    store.park_run(&parked_run("t1", "run-2", 6)).await.unwrap();
+    assert!(store.unpark("t1", "run-1", "a").await.is_err(), "an unclaimed run stays");
+    store.claim_parked("t1", "run-1", "a", false, 10).await.unwrap();
+    let refused = store.unpark("t1", "run-1", "b").await;
+    assert!(claimed_by(&refused, "a", 10), "{refused:?}");
+    store.unpark("t1", "run-1", "a").await.unwrap();
+    let reopened = fixture.open().await;
+    assert_eq!(reopened.parked_runs(None).await.unwrap(), [parked_run("t1", "run-2", 6)], "the other run stays");
+    assert!(not_parked(&reopened.claim_parked("t1", "run-1", "a", false, 11).await, "run-1"));
+    assert!(not_parked(&reopened.claim_parked("t1", "run-1", "a", true, 11).await, "run-1"));
+    assert!(not_parked(&reopened.update_parked(&run, "a").await, "run-1"));
+    assert!(not_parked(&reopened.unpark("t1", "run-1", "a").await, "run-1"));
+    let text = reopened.unpark("t1", "run-1", "a").await.unwrap_err().to_string();
+    assert!(text.contains("`run-1`") && text.contains("tether pending"), "{text}");
+}
+
+/// Two stores on one database — two backends — claiming the same 20 parked
+/// runs at once, in opposite orders: each run is claimed exactly once, and
+/// every refusal names the claimant that got it.
+pub async fn two_stores_never_both_claim_a_parked_run(fixture: &dyn StoreFixture) {
+    let runs = 20;
+    let stores = [fixture.open().await, fixture.open().await];
+    for n in 0..runs {
+        stores[0].park_run(&parked_run("t1", &format!("run-{n}"), 1)).await.unwrap();
+    }
+    let mut tasks = Vec::new();
+    for (which, store) in stores.iter().enumerate() {
+        for n in 0..runs {
+            let store = store.clone();
+            let n = if which == 0 { n } else { runs - 1 - n };
+            tasks.push(tokio::spawn(async move {
+                let claimant = format!("store-{which}");
+                (n, store.claim_parked("t1", &format!("run-{n}"), &claimant, false, 2).await.map(|run| (claimant, run)))
+            }));
+        }
+    }
+    let (mut winners, mut refusals) = (vec![Vec::new(); runs], Vec::new());
+    for task in tasks {
+        match task.await.unwrap() {
+            (n, Ok((claimant, run))) => {
+                assert_eq!(run, parked_run("t1", &format!("run-{n}"), 1), "run-{n}: the record");
+                winners[n].push(claimant);
+            }
+            (n, Err(StoreError::ParkedClaimed { claimant, .. })) => refusals.push((n, claimant)),
+            (n, Err(other)) => panic!("run-{n}: {other}"),
+        }
+    }
+    assert!(winners.iter().all(|w| w.len() == 1), "who claimed each run: {winners:?}");
+    for (n, claimant) in refusals {
+        assert_eq!(claimant, winners[n][0], "run-{n}: the refusal names the claimant that got it");
+    }
 }

@@ -12,7 +12,7 @@
 
 use super::group_commit::{Database, GroupCommitStore};
 use crate::conformance::{self, StoreFixture};
-pub(super) use crate::conformance::{entry, record, started};
+pub(super) use crate::conformance::{entry, parked_run, record, started};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -23,6 +23,7 @@ use tether_turn::{AuditStore, StoreError, StoreStats, StoreWrite, ToolReplay};
 pub(super) enum Table {
     Audit,
     Ledger,
+    Parked,
 }
 
 /// How the database rejects ledger inserts until told to stop.
@@ -55,6 +56,10 @@ pub(super) trait Harness: Sized + Send + Sync + 'static {
 
     /// Makes the database reject ledger inserts as `how` says (`None`: stop).
     async fn reject_ledger_inserts(&self, how: Option<Reject>);
+
+    /// Overwrites the record of parked run `(turn_id, run_id)` with `record`,
+    /// through a connection of the harness's own.
+    async fn overwrite_parked_record(&self, turn_id: &str, run_id: &str, record: &str);
 }
 
 /// One test per shared behaviour, for the harness type `$harness`.
@@ -73,7 +78,15 @@ macro_rules! store_suite {
             dropping_the_store_commits_what_is_queued,
             two_stores_on_one_database_never_both_start_a_call_id,
             a_turn_id_is_claimed_once_and_a_held_id_is_refused_after_reopening,
-            two_stores_on_one_database_never_both_claim_a_turn_id
+            two_stores_on_one_database_never_both_claim_a_turn_id,
+            parked_runs_are_listed_by_turn_and_all_oldest_first_after_reopening,
+            parking_a_run_again_replaces_its_record_and_releases_its_claim,
+            a_parked_run_is_claimed_once_unless_taken_over,
+            only_the_claimant_updates_a_parked_run_durably,
+            only_the_claimant_unparks_a_parked_run,
+            two_stores_on_one_database_never_both_claim_a_parked_run,
+            parked_runs_are_committed_when_they_return_even_behind_a_held_group,
+            a_corrupt_parked_record_is_a_database_error_naming_the_run
         );
     };
     (@tests $harness:ty; $($test:ident),*) => {
@@ -262,6 +275,95 @@ pub(super) async fn a_turn_id_is_claimed_once_and_a_held_id_is_refused_after_reo
 /// at once: each id is claimed exactly once; the other gets `TurnTaken`.
 pub(super) async fn two_stores_on_one_database_never_both_claim_a_turn_id<H: Harness>(h: H) {
     conformance::two_stores_never_both_claim_a_turn_id(&fixture(h).0).await;
+}
+
+pub(super) async fn parked_runs_are_listed_by_turn_and_all_oldest_first_after_reopening<H: Harness>(h: H) {
+    let (fixture, h) = fixture(h);
+    conformance::parked_runs_are_listed_by_turn_and_all_oldest_first(&fixture).await;
+    assert_eq!(h.committed(Table::Parked).await, 3);
+}
+
+pub(super) async fn parking_a_run_again_replaces_its_record_and_releases_its_claim<H: Harness>(h: H) {
+    let (fixture, h) = fixture(h);
+    conformance::parking_again_replaces_the_record_and_releases_the_claim(&fixture).await;
+    assert_eq!(h.committed(Table::Parked).await, 1, "parked again: one row");
+}
+
+pub(super) async fn a_parked_run_is_claimed_once_unless_taken_over<H: Harness>(h: H) {
+    conformance::a_parked_run_is_claimed_once_unless_taken_over(&fixture(h).0).await;
+}
+
+pub(super) async fn only_the_claimant_updates_a_parked_run_durably<H: Harness>(h: H) {
+    conformance::only_the_claimant_updates_a_parked_run(&fixture(h).0).await;
+}
+
+pub(super) async fn only_the_claimant_unparks_a_parked_run<H: Harness>(h: H) {
+    let (fixture, h) = fixture(h);
+    conformance::only_the_claimant_unparks_a_parked_run(&fixture).await;
+    assert_eq!(h.committed(Table::Parked).await, 1, "the row is deleted");
+}
+
+/// Two stores on one database — two backends — claiming the same parked
+/// runs at once: each is claimed exactly once.
+pub(super) async fn two_stores_on_one_database_never_both_claim_a_parked_run<H: Harness>(h: H) {
+    conformance::two_stores_never_both_claim_a_parked_run(&fixture(h).0).await;
+}
+
+/// Each parked-run operation is committed when it returns, also when it was
+/// queued behind a group the writer holds: it runs after that group's
+/// transaction, never inside it (another connection sees it at once).
+pub(super) async fn parked_runs_are_committed_when_they_return_even_behind_a_held_group<H: Harness>(h: H) {
+    let store = Arc::new(h.open(DEFAULT));
+    store.ready().await.unwrap();
+    let held = store.hold_writer();
+    let audit = store.enqueue(StoreWrite::Audit(record("a1"))).await.unwrap();
+    let started = store.enqueue(started("p/1")).await.unwrap();
+    let parking = {
+        let store = store.clone();
+        tokio::spawn(async move { store.park_run(&parked_run("t1", "run-1", 5)).await })
+    };
+    let later = store.enqueue(StoreWrite::Audit(record("a2"))).await.unwrap();
+    drop(held);
+    parking.await.unwrap().unwrap();
+    assert_eq!(h.committed(Table::Parked).await, 1, "another connection sees the parked run: it is committed");
+    for commit in [audit, started, later] {
+        commit.await.unwrap();
+    }
+    store.claim_parked("t1", "run-1", "a", false, 10).await.unwrap();
+    store.update_parked(&parked_run("t1", "run-1", 6), "a").await.unwrap();
+    let fresh = h.open(DEFAULT);
+    assert!(matches!(
+        fresh.claim_parked("t1", "run-1", "b", false, 11).await,
+        Err(StoreError::ParkedClaimed { claimant, .. }) if claimant == "a"
+    ));
+    assert_eq!(fresh.parked_runs(None).await.unwrap()[0].parked_at_ms, 6);
+    store.unpark("t1", "run-1", "a").await.unwrap();
+    assert_eq!(h.committed(Table::Parked).await, 0);
+    assert_eq!(h.committed(Table::Audit).await, 2);
+}
+
+/// A record that is not a parked run's JSON (or names another run) fails
+/// listing and claiming with a database error that says it is corrupt and
+/// names the run; the other runs are untouched.
+pub(super) async fn a_corrupt_parked_record_is_a_database_error_naming_the_run<H: Harness>(h: H) {
+    let store = h.open(DEFAULT);
+    store.park_run(&parked_run("t1", "run-1", 5)).await.unwrap();
+    store.park_run(&parked_run("t2", "run-2", 6)).await.unwrap();
+    let other_run = parked_run("t1", "run-9", 5).to_json().unwrap();
+    for record in ["{\"turn_id\": 1", other_run.as_str()] {
+        h.overwrite_parked_record("t1", "run-1", record).await;
+        for failed in [
+            store.parked_runs(None).await.map(|_| ()),
+            store.parked_runs(Some("t1")).await.map(|_| ()),
+            store.claim_parked("t1", "run-1", "a", true, 10).await.map(|_| ()),
+        ] {
+            let failed = failed.unwrap_err();
+            let text = failed.to_string();
+            assert!(matches!(failed, StoreError::Database { .. }), "{failed:?}");
+            assert!(text.contains("record of parked run `run-1` of turn `t1` is corrupt"), "{text}");
+        }
+    }
+    assert_eq!(store.parked_runs(Some("t2")).await.unwrap(), [parked_run("t2", "run-2", 6)]);
 }
 
 /// The memory store (`tether-turn`'s) passes the public suite whole.

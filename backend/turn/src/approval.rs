@@ -104,6 +104,35 @@ pub trait Approver: Send + Sync {
     fn asks_a_person(&self) -> bool {
         true
     }
+
+    /// True when the person answers from outside this process, later (the
+    /// CLI's `--approval later`, an approval queue a web app serves): a
+    /// script's run waiting only on such calls is handed to the audit store
+    /// with them, parked, and this process forgets it (`docs/parking.md`,
+    /// "Durable turns"). Default false: the turn waits here, up to the
+    /// approval wait limit.
+    fn defers(&self) -> bool {
+        false
+    }
+}
+
+/// The approver of `--approval later`: it never answers in this process.
+/// Each call that needs approval waits in the audit store for a person to
+/// answer it from anywhere (`Turn::answer_pending`, `tether approve`); a
+/// script's run parks there with it. A call whose run cannot park (a guest
+/// that cannot, a direct call) waits here until the approval wait limit.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeferredApprover;
+
+#[async_trait::async_trait]
+impl Approver for DeferredApprover {
+    async fn decide(&self, _: &ApprovalRequest) -> ApprovalDecision {
+        std::future::pending().await
+    }
+
+    fn defers(&self) -> bool {
+        true
+    }
 }
 
 /// A fixed answer of the [`PolicyApprover`].

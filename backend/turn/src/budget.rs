@@ -30,6 +30,12 @@ impl CallBudget {
         CallBudget { max, used: Arc::new(AtomicU32::new(0)) }
     }
 
+    /// A cap of `max` calls of which `used` are already taken: a turn resumed
+    /// from a parked run's [`TurnSnapshot`](super::TurnSnapshot).
+    pub fn with_used(max: u32, used: u32) -> Self {
+        CallBudget { max, used: Arc::new(AtomicU32::new(used)) }
+    }
+
     /// The cap.
     pub fn max(&self) -> u32 {
         self.max

@@ -8,8 +8,10 @@ use super::budget::CallBudget;
 use super::error::TurnError;
 use super::events::{EventSink, NoEvents};
 use super::executor::ToolExecutor;
+use super::handoff::Deferred;
 use super::limits::TurnLimits;
 use super::memory::MemoryAuditStore;
+use super::parked::TurnSnapshot;
 use super::policy::{AdminPolicy, UserPermissions};
 use super::precheck::PreExecutionCheck;
 use super::registry::{Tool, ToolRegistry};
@@ -42,6 +44,7 @@ pub struct TurnBuilder {
     deadline: Option<Instant>,
     cancel: CancellationToken,
     redactor: Option<Redactor>,
+    resumed: Option<TurnSnapshot>,
 }
 
 impl fmt::Debug for TurnBuilder {
@@ -84,6 +87,7 @@ impl TurnBuilder {
             deadline: None,
             cancel: CancellationToken::new(),
             redactor: None,
+            resumed: None,
         }
     }
 
@@ -190,6 +194,17 @@ impl TurnBuilder {
         self
     }
 
+    /// The turn goes on from `snapshot` (a parked run's, `docs/parking.md`):
+    /// its tool-call and approval counts, the repeat rule's memory and its
+    /// run counter are the snapshot's, and its deadline is the time the
+    /// snapshot had left from when it is built (it replaces
+    /// [`deadline`](Self::deadline)). Build it with [`build`](Self::build):
+    /// its id is already claimed.
+    pub fn resumed(mut self, snapshot: TurnSnapshot) -> Self {
+        self.resumed = Some(snapshot);
+        self
+    }
+
     /// The redaction hook for host-side records.
     pub fn redactor(mut self, redact: impl Fn(&str, &Value) -> Value + Send + Sync + 'static) -> Self {
         self.redactor = Some(Arc::new(redact));
@@ -232,6 +247,20 @@ impl TurnBuilder {
         for tool in self.tools {
             registry.register(tool?)?;
         }
+        let (budget, precheck, runs, deadline) = match self.resumed {
+            None => (
+                CallBudget::new(self.limits.max_tool_calls),
+                PreExecutionCheck::new(self.limits.max_approval_calls),
+                0,
+                self.deadline,
+            ),
+            Some(snapshot) => (
+                CallBudget::with_used(self.limits.max_tool_calls, snapshot.calls_used),
+                PreExecutionCheck::restored(self.limits.max_approval_calls, snapshot.seen, snapshot.approval_calls),
+                snapshot.runs,
+                snapshot.remaining_ms.map(|ms| Instant::now() + Duration::from_millis(ms)),
+            ),
+        };
         Ok(Turn {
             inner: Arc::new(Inner {
                 id: self.id,
@@ -241,14 +270,15 @@ impl TurnBuilder {
                 approver: self.approver,
                 store: self.store,
                 events: self.events,
-                budget: CallBudget::new(self.limits.max_tool_calls),
-                precheck: PreExecutionCheck::new(self.limits.max_approval_calls),
+                budget,
+                precheck,
                 limits: self.limits,
-                deadline: self.deadline,
+                deadline,
                 cancel: self.cancel,
                 redactor: self.redactor,
                 gate: tokio::sync::RwLock::new(()),
-                runs: AtomicU64::new(0),
+                runs: AtomicU64::new(runs),
+                deferred: Deferred::default(),
             }),
         })
     }

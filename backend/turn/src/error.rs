@@ -88,6 +88,34 @@ pub enum StoreError {
     /// The store no longer takes writes (its writer stopped or never started).
     #[error("the audit store is closed: {0}")]
     Closed(String),
+    /// No run of that id is parked in the turn (it was never parked, or it
+    /// was resumed to its end).
+    #[error("no run `{run_id}` of turn `{turn_id}` is parked in the audit store; `tether pending` lists what waits")]
+    NotParked {
+        /// The turn.
+        turn_id: String,
+        /// The run.
+        run_id: String,
+    },
+    /// Another process claimed the parked run to resume it, and still holds
+    /// the claim (or took it over from this one).
+    #[error(
+        "run `{run_id}` of turn `{turn_id}` is being resumed by `{claimant}` (since Unix ms {since_ms}); \
+         if that process is gone, take the run over (`tether approve --take-over`)"
+    )]
+    ParkedClaimed {
+        /// The turn.
+        turn_id: String,
+        /// The run.
+        run_id: String,
+        /// Who holds the claim.
+        claimant: String,
+        /// Since when, Unix milliseconds.
+        since_ms: i64,
+    },
+    /// The store keeps no parked runs.
+    #[error("this audit store keeps no parked runs ({0}); use the SQLite, PostgreSQL or memory store")]
+    Unsupported(&'static str),
     /// Another store implementation failed.
     #[error("the audit store failed: {0}")]
     Other(String),

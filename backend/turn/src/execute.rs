@@ -10,7 +10,7 @@
 //!
 //! The messages of every refusal live with their codes in `tether_codes`.
 
-use super::approval::{ApprovalRecord, ApprovalRequest, ApprovalVerdict};
+use super::approval::{ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict};
 use super::audit::{LedgerEntry, LedgerState, unix_ms};
 use super::budget::Reservation;
 use super::call::{CallRequest, CallResult, CallStatus, Failure};
@@ -18,17 +18,18 @@ use super::error::StoreError;
 use super::executor::{ToolContext, ToolExecutor};
 use super::guard::{CallGuard, StepsOutcome};
 use super::origin::CallOrigin;
+use super::parked::PendingCall;
 use super::policy::PolicyAction;
 use super::registry::{Lookup, Tool};
 use super::state::{Turn, ended_reason};
 use super::step::Step;
 use super::store::StoreWrite;
-use super::tool::{ApprovalRequirement, ToolOutput};
+use super::tool::{ApprovalRequirement, ToolError, ToolOutput};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tether_codes::Reason;
+use tether_codes::{Code, Reason};
 use tracing::Instrument;
 
 /// How a script call holds the turn's concurrency gate during execution.
@@ -98,7 +99,7 @@ impl Turn {
     /// when it carries one (a script's call: the sidecar's span for it),
     /// else of the current span. The guard records `outcome` (the audit
     /// row's status), `code` and `step` when the call settles.
-    fn call_span(&self, request: &CallRequest, origin: &CallOrigin) -> tracing::Span {
+    pub(crate) fn call_span(&self, request: &CallRequest, origin: &CallOrigin) -> tracing::Span {
         let span = tracing::info_span!(
             "tool_call",
             turn_id = %self.id(),
@@ -199,7 +200,7 @@ impl Turn {
 
     /// The tool returned: a result the caller cannot receive (too large)
     /// becomes a failure that says the tool RAN, so it is not blindly retried.
-    fn check_result(
+    pub(crate) fn check_result(
         &self,
         tool: &str,
         request: &CallRequest,
@@ -249,6 +250,16 @@ impl Turn {
         };
         let wait = self.inner.limits.approval_timeout;
         let name = &request.name;
+        // A person who answers from elsewhere: the call waits where the
+        // script tool can hand it to the store with its parked run.
+        let _waiting = self.inner.approver.defers().then(|| {
+            self.inner.deferred.wait(PendingCall {
+                request: shown.clone(),
+                max_result_bytes: request.max_result_bytes,
+                since_ms: unix_ms(SystemTime::now()),
+            })
+        });
+        // After the call is noted: the run may be handed off as soon as it parks.
         if let Some(hook) = &request.on_awaiting_person
             && self.inner.approver.asks_a_person()
         {
@@ -267,31 +278,32 @@ impl Turn {
                 guard.approval = Some(ApprovalRecord::without_answer(ApprovalVerdict::TimedOut, "timeout"));
                 Err(Failure::new(&Reason::ApprovalTimeout { tool: name.clone(), wait }, Step::Approval))
             }
-            Ok(decision) if decision.approved => {
-                guard.approval = Some(ApprovalRecord {
-                    verdict: ApprovalVerdict::Approved,
-                    decided_by: decision.decided_by,
-                    reason: decision.reason,
-                });
-                Ok(())
-            }
-            Ok(decision) => {
-                let reason = Reason::ApprovalDenied {
-                    tool: name.clone(),
-                    decided_by: decision.decided_by.clone(),
-                    reason: decision.reason.clone(),
-                };
-                guard.approval = Some(ApprovalRecord {
-                    verdict: ApprovalVerdict::Denied,
-                    decided_by: decision.decided_by,
-                    reason: decision.reason,
-                });
-                Err(Failure::new(&reason, Step::Approval))
-            }
+            Ok(decision) => self.settle_decision(name, decision, guard),
         }
     }
 
-    async fn run_tool(
+    /// The approver's answer, recorded on the call: a yes lets it go on, a
+    /// no is its failure.
+    pub(crate) fn settle_decision(
+        &self,
+        tool: &str,
+        decision: ApprovalDecision,
+        guard: &mut CallGuard,
+    ) -> Result<(), Failure> {
+        let verdict = if decision.approved { ApprovalVerdict::Approved } else { ApprovalVerdict::Denied };
+        let denied = (!decision.approved).then(|| Reason::ApprovalDenied {
+            tool: tool.to_owned(),
+            decided_by: decision.decided_by.clone(),
+            reason: decision.reason.clone(),
+        });
+        guard.approval = Some(ApprovalRecord { verdict, decided_by: decision.decided_by, reason: decision.reason });
+        match denied {
+            None => Ok(()),
+            Some(reason) => Err(Failure::new(&reason, Step::Approval)),
+        }
+    }
+
+    pub(crate) async fn run_tool(
         &self,
         tool: &Tool,
         request: &CallRequest,
@@ -374,9 +386,18 @@ impl Turn {
                 tracing::error!("the tool's executor panicked");
                 Err(Failure::new(&Reason::ToolFailed { tool: name.to_owned() }, Step::Execution))
             }
-            // A failure around the tool (its provider down or lost) is the
-            // turn's to record, at this step, like a time-out.
-            Ok(Ok(Err(error))) => match error.as_failure() {
+            Ok(Ok(returned)) => Self::returned(returned, detail),
+        }
+    }
+
+    /// What a tool returned, as the steps' outcome: a failure around the
+    /// tool (its provider down or lost) is the turn's to record, at this
+    /// step, like a time-out; its full text goes to `detail`.
+    pub(crate) fn returned(returned: Result<ToolOutput, ToolError>, detail: &mut Option<String>) -> StepsOutcome {
+        match returned {
+            Err(error) => match error.as_failure() {
+                // Not a fault: the run waits in the audit store.
+                Some(failure) if failure.code == Code::RunParked => Err(failure),
                 Some(failure) => {
                     tracing::warn!(
                         code = %failure.code,
@@ -389,7 +410,7 @@ impl Turn {
                 }
                 None => Ok(Err(error)),
             },
-            Ok(Ok(returned)) => Ok(returned),
+            Ok(output) => Ok(Ok(output)),
         }
     }
 }

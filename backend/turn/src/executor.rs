@@ -7,6 +7,7 @@ use super::call::{CallRequest, CallResult};
 use super::error::TurnError;
 use super::limits::TurnLimits;
 use super::origin::CallOrigin;
+use super::parked::{ParkedRun, PendingCall, TurnSnapshot};
 use super::tool::{ToolDef, ToolError, ToolOutput};
 use serde_json::Value;
 use std::fmt;
@@ -50,6 +51,19 @@ pub trait TurnAccess: Send + Sync {
 
     /// Runs a call through the one execution path.
     async fn execute(&self, request: CallRequest, origin: CallOrigin) -> CallResult;
+
+    /// Takes the calls `awaiting` out of this process when each waits for a
+    /// person who answers from elsewhere (see [`Turn::hand_off`](super::Turn::hand_off)).
+    fn hand_off(&self, awaiting: &[String]) -> Option<Vec<PendingCall>>;
+
+    /// What the turn's checks have now (see [`Turn::snapshot`](super::Turn::snapshot)).
+    fn snapshot(&self) -> TurnSnapshot;
+
+    /// Stores a parked run durably (see [`Turn::park`](super::Turn::park)).
+    ///
+    /// # Errors
+    /// If the store could not keep it.
+    async fn park(&self, run: &ParkedRun) -> Result<(), TurnError>;
 
     /// Records a call that was refused before it could be evaluated (by the
     /// sidecar, or past a run's refusal cap) through the same bookkeeping as

@@ -159,9 +159,15 @@ impl CallGuard {
                 Some(failure.code.as_str().to_owned()),
             ),
         };
-        let record = self.record(result.status(), step, code, duration);
         self.settled = true;
         self.turn.inner.events.emit(&event);
+        if code.as_deref() == Some(Code::RunParked.as_str()) {
+            // The run is in the store: whoever resumes it to its end writes
+            // this call's one row (`Turn::settle_resumed`).
+            tracing::info!("the call's script run is parked in the audit store");
+            return result;
+        }
+        let record = self.record(result.status(), step, code, duration);
         if let Some(failure) = result.failure() {
             tracing::info!(code = %failure.code, step = %failure.step, "call refused or ended: {}", failure.message);
         }
@@ -182,6 +188,11 @@ impl Drop for CallGuard {
             self.enqueue_now(record);
         }
         if self.settled {
+            return;
+        }
+        if self.turn.inner.deferred.was_handed(&self.identity.call_id) {
+            // Handed to the store with its parked run: its row is written
+            // by whoever answers it (`Turn::answer_pending`).
             return;
         }
         let reason = self.turn.end_reason().map_or(Reason::ParentSettled, ended_reason);

@@ -38,9 +38,11 @@ mod events;
 mod execute;
 mod executor;
 mod guard;
+mod handoff;
 mod limits;
 mod memory;
 mod origin;
+mod parked;
 mod policy;
 mod precheck;
 mod registry;
@@ -53,7 +55,8 @@ mod tool;
 
 pub use activate::activate_tools_tool;
 pub use approval::{
-    Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, PolicyApprover,
+    Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, DeferredApprover,
+    PolicyApprover,
 };
 pub use audit::{
     AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, IDENTITY_COLUMNS, LedgerEntry, LedgerState, Redactor,
@@ -68,6 +71,7 @@ pub use executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};
 pub use limits::{DEFAULT_MAX_RESULT_BYTES, TurnLimits};
 pub use memory::MemoryAuditStore;
 pub use origin::CallOrigin;
+pub use parked::{OwedCall, ParkedAnswer, ParkedRun, PendingCall, TurnSnapshot};
 pub use policy::{
     AdminPolicy, ArgMatch, ArgPattern, CallPattern, PolicyAction, PolicyRule, UserPermissions, glob_match,
 };

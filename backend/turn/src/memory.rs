@@ -3,8 +3,9 @@
 
 use super::audit::{AuditRecord, LedgerEntry, LedgerState};
 use super::error::StoreError;
+use super::parked::ParkedRun;
 use super::store::{AuditStore, Commit, StartVerdict, StoreWrite, start_verdict};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 
 /// An [`AuditStore`] in memory. Nothing survives the process. Every write is
@@ -15,12 +16,51 @@ pub struct MemoryAuditStore {
     turns: Mutex<HashSet<String>>,
     audit: Mutex<Vec<AuditRecord>>,
     ledger: Mutex<Vec<LedgerEntry>>,
+    /// Parked runs by `(turn_id, run_id)`.
+    parked: Mutex<BTreeMap<(String, String), Parked>>,
+}
+
+/// A parked run as the memory store keeps it.
+#[derive(Debug)]
+struct Parked {
+    run: ParkedRun,
+    /// Who holds the claim, and since when (Unix milliseconds).
+    claim: Option<(String, i64)>,
+}
+
+impl Parked {
+    /// Whether `claimant` holds the claim; otherwise why not.
+    fn held_by(&self, claimant: &str) -> Result<(), StoreError> {
+        match &self.claim {
+            Some((holder, _)) if holder == claimant => Ok(()),
+            Some((holder, since_ms)) => Err(StoreError::ParkedClaimed {
+                turn_id: self.run.turn_id.clone(),
+                run_id: self.run.run_id.clone(),
+                claimant: holder.clone(),
+                since_ms: *since_ms,
+            }),
+            None => Err(unclaimed(&self.run.turn_id, &self.run.run_id, claimant)),
+        }
+    }
+}
+
+/// `claimant` acts on a parked run nobody holds (it was parked again since
+/// `claimant` claimed it, which released the claim).
+fn unclaimed(turn_id: &str, run_id: &str, claimant: &str) -> StoreError {
+    StoreError::Other(format!(
+        "`{claimant}` does not hold run `{run_id}` of turn `{turn_id}`: the run was parked again since, and nobody \
+         holds it now; claim it again to resume it"
+    ))
 }
 
 impl MemoryAuditStore {
     /// An empty store.
     pub fn new() -> Self {
         MemoryAuditStore::default()
+    }
+
+    fn parked(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), Parked>> {
+        self.parked.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn apply(&self, write: StoreWrite) -> Result<(), StoreError> {
@@ -93,5 +133,70 @@ impl AuditStore for MemoryAuditStore {
     async fn ledger(&self, turn_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
         let ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
         Ok(ledger.iter().filter(|e| e.call.turn_id == turn_id).cloned().collect())
+    }
+
+    async fn park_run(&self, run: &ParkedRun) -> Result<(), StoreError> {
+        let key = (run.turn_id.clone(), run.run_id.clone());
+        self.parked().insert(key, Parked { run: run.clone(), claim: None });
+        Ok(())
+    }
+
+    async fn parked_runs(&self, turn_id: Option<&str>) -> Result<Vec<ParkedRun>, StoreError> {
+        let parked = self.parked();
+        // The map is in (turn, run) order: a stable sort by age keeps it among equals.
+        let mut runs: Vec<ParkedRun> = parked
+            .values()
+            .filter(|p| turn_id.is_none_or(|turn_id| p.run.turn_id == turn_id))
+            .map(|p| p.run.clone())
+            .collect();
+        runs.sort_by_key(|run| run.parked_at_ms);
+        Ok(runs)
+    }
+
+    async fn claim_parked(
+        &self,
+        turn_id: &str,
+        run_id: &str,
+        claimant: &str,
+        take_over: bool,
+        now_ms: i64,
+    ) -> Result<ParkedRun, StoreError> {
+        let mut parked = self.parked();
+        let Some(entry) = parked.get_mut(&(turn_id.to_owned(), run_id.to_owned())) else {
+            return Err(StoreError::NotParked { turn_id: turn_id.to_owned(), run_id: run_id.to_owned() });
+        };
+        if let Some((holder, since_ms)) = &entry.claim
+            && !take_over
+        {
+            return Err(StoreError::ParkedClaimed {
+                turn_id: turn_id.to_owned(),
+                run_id: run_id.to_owned(),
+                claimant: holder.clone(),
+                since_ms: *since_ms,
+            });
+        }
+        entry.claim = Some((claimant.to_owned(), now_ms));
+        Ok(entry.run.clone())
+    }
+
+    async fn update_parked(&self, run: &ParkedRun, claimant: &str) -> Result<(), StoreError> {
+        let mut parked = self.parked();
+        let Some(entry) = parked.get_mut(&(run.turn_id.clone(), run.run_id.clone())) else {
+            return Err(StoreError::NotParked { turn_id: run.turn_id.clone(), run_id: run.run_id.clone() });
+        };
+        entry.held_by(claimant)?;
+        entry.run = run.clone();
+        Ok(())
+    }
+
+    async fn unpark(&self, turn_id: &str, run_id: &str, claimant: &str) -> Result<(), StoreError> {
+        let mut parked = self.parked();
+        let key = (turn_id.to_owned(), run_id.to_owned());
+        let Some(entry) = parked.get(&key) else {
+            return Err(StoreError::NotParked { turn_id: turn_id.to_owned(), run_id: run_id.to_owned() });
+        };
+        entry.held_by(claimant)?;
+        parked.remove(&key);
+        Ok(())
     }
 }

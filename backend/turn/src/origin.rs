@@ -6,7 +6,11 @@
 /// Depth: a call the model makes is depth 0, a script's call is one deeper
 /// than the call that started the script, and a call a tool makes from inside
 /// its own execution one deeper than that tool's call.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// Stored (with a parked run) as JSON tagged by `kind`: `{"kind": "script",
+/// "run_id", "parent_call_id", "depth"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum CallOrigin {
     /// The model called the tool directly (depth 0).
     Model,

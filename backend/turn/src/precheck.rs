@@ -68,6 +68,20 @@ impl PreExecutionCheck {
     pub fn max_approval_calls(&self) -> u32 {
         self.max_approval_calls
     }
+
+    /// What the check remembers, for a parked run's snapshot: each call key
+    /// that passed with the id it passed under, and the approval-required
+    /// calls counted.
+    pub fn remembered(&self) -> (HashMap<String, String>, u32) {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (state.seen.clone(), state.approval_calls)
+    }
+
+    /// A check that remembers what [`remembered`](Self::remembered) gave:
+    /// the turn a parked run resumes in goes on under the same memory.
+    pub fn restored(max_approval_calls: u32, seen: HashMap<String, String>, approval_calls: u32) -> Self {
+        PreExecutionCheck { max_approval_calls, state: Mutex::new(State { seen, approval_calls }) }
+    }
 }
 
 /// `tool` + the arguments in canonical form (object keys sorted at every

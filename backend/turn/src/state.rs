@@ -53,6 +53,8 @@ pub(crate) struct Inner {
     /// exclusively; safe ones share it.
     pub(crate) gate: tokio::sync::RwLock<()>,
     pub(crate) runs: AtomicU64,
+    /// Calls waiting on a deferring approver, and those handed to the store.
+    pub(crate) deferred: super::handoff::Deferred,
 }
 
 impl fmt::Debug for Turn {
@@ -233,6 +235,11 @@ impl Turn {
         format!("{}/run-{n}", self.inner.id)
     }
 
+    /// The audit store the turn writes to.
+    pub fn audit_store(&self) -> &Arc<dyn AuditStore> {
+        &self.inner.store
+    }
+
     /// The turn's audit rows, in the order written, including every row
     /// enqueued before this call.
     ///
@@ -322,5 +329,17 @@ impl TurnAccess for Turn {
 
     async fn record_refused(&self, request: CallRequest, origin: CallOrigin, failure: Failure) -> CallResult {
         Turn::record_refused(self, request, origin, failure).await
+    }
+
+    fn hand_off(&self, awaiting: &[String]) -> Option<Vec<super::parked::PendingCall>> {
+        Turn::hand_off(self, awaiting)
+    }
+
+    fn snapshot(&self) -> super::parked::TurnSnapshot {
+        Turn::snapshot(self)
+    }
+
+    async fn park(&self, run: &super::parked::ParkedRun) -> Result<(), TurnError> {
+        Turn::park(self, run).await
     }
 }

@@ -13,6 +13,7 @@
 use super::audit::{AuditRecord, LedgerEntry, LedgerState};
 use super::call::CallStatus;
 use super::error::StoreError;
+use super::parked::ParkedRun;
 use super::tool::ToolReplay;
 use std::fmt;
 use std::future::Future;
@@ -139,6 +140,68 @@ pub trait AuditStore: Send + Sync + 'static {
     /// committed (the id is then taken, and unused).
     async fn claim_turn(&self, turn_id: &str, opened_at_ms: i64) -> Result<(), StoreError> {
         self.enqueue(StoreWrite::OpenTurn { turn_id: turn_id.to_owned(), opened_at_ms }).await?.await
+    }
+
+    /// Keeps `run` parked: inserts it, or replaces the record of the same
+    /// `(turn_id, run_id)` (a run that parks again), releasing any claim on
+    /// it. Resolves once the record is DURABLE: only then may the process
+    /// that parked it forget the run.
+    ///
+    /// # Errors
+    /// If the record could not be made durable; [`StoreError::Unsupported`]
+    /// for a store that keeps no parked runs (the default).
+    async fn park_run(&self, run: &ParkedRun) -> Result<(), StoreError> {
+        let _ = run;
+        Err(StoreError::Unsupported("park_run"))
+    }
+
+    /// The parked runs of `turn_id` (every turn's with `None`), oldest first,
+    /// claimed or not.
+    ///
+    /// # Errors
+    /// If they could not be read.
+    async fn parked_runs(&self, turn_id: Option<&str>) -> Result<Vec<ParkedRun>, StoreError> {
+        let _ = turn_id;
+        Err(StoreError::Unsupported("parked_runs"))
+    }
+
+    /// Claims parked run `(turn_id, run_id)` for `claimant` to resume it, and
+    /// returns its record. Atomic across every process sharing the store: of
+    /// two claiming at once, exactly one gets it. A run already claimed is
+    /// refused unless `take_over` (its claimant is known to be gone).
+    ///
+    /// # Errors
+    /// [`StoreError::NotParked`], [`StoreError::ParkedClaimed`], or a store failure.
+    async fn claim_parked(
+        &self,
+        turn_id: &str,
+        run_id: &str,
+        claimant: &str,
+        take_over: bool,
+        now_ms: i64,
+    ) -> Result<ParkedRun, StoreError> {
+        let _ = (turn_id, run_id, claimant, take_over, now_ms);
+        Err(StoreError::Unsupported("claim_parked"))
+    }
+
+    /// Replaces the record of a run `claimant` holds (answers recorded as they
+    /// are decided), durably.
+    ///
+    /// # Errors
+    /// [`StoreError::ParkedClaimed`] when another claimant took it over,
+    /// [`StoreError::NotParked`] when it is gone, or a store failure.
+    async fn update_parked(&self, run: &ParkedRun, claimant: &str) -> Result<(), StoreError> {
+        let _ = (run, claimant);
+        Err(StoreError::Unsupported("update_parked"))
+    }
+
+    /// Removes the record of a run `claimant` holds: the run ended.
+    ///
+    /// # Errors
+    /// As [`update_parked`](Self::update_parked).
+    async fn unpark(&self, turn_id: &str, run_id: &str, claimant: &str) -> Result<(), StoreError> {
+        let _ = (turn_id, run_id, claimant);
+        Err(StoreError::Unsupported("unpark"))
     }
 
     /// What the store has committed since it was created, if it counts

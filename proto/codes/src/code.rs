@@ -57,6 +57,14 @@ string_enum! {
         /// The effect ledger already holds this call id; a tool with effects never
         /// runs twice under one id.
         ReplayedCall => "replayed_call",
+        /// The call was started by a process that ended before it settled: it
+        /// may have run, so it is not run again.
+        PossiblyExecuted => "possibly_executed",
+        /// The script run is parked: calls it waits on wait for a person's
+        /// approval, and the run resumes when they are answered
+        /// (`docs/parking.md`). What the caller of the script tool gets in the
+        /// process that parked it.
+        RunParked => "run_parked",
         /// The tool ran past its own time limit.
         ToolTimeout => "tool_timeout",
         /// The tool failed: inside the host (its executor panicked), in what runs
@@ -101,6 +109,8 @@ impl Code {
             Code::ApprovalTimeout => "Approval timed out",
             Code::LedgerUnavailable => "Effect ledger unavailable",
             Code::ReplayedCall => "Replayed call refused",
+            Code::PossiblyExecuted => "May have run",
+            Code::RunParked => "Parked for approval",
             Code::ToolTimeout => "Tool timed out",
             Code::ToolFailed => "Tool failed",
             Code::ResultTooLarge => "Result too large",
@@ -113,7 +123,7 @@ impl Code {
     /// True when the tool ran (its effect may have happened) even though the
     /// caller got no value: the call must not be repeated blindly.
     pub fn tool_ran(self) -> bool {
-        matches!(self, Code::ResultTooLarge | Code::InvalidResult)
+        matches!(self, Code::ResultTooLarge | Code::InvalidResult | Code::PossiblyExecuted)
     }
 
     /// True when the call was refused because a cap was reached: the

@@ -182,6 +182,26 @@ pub enum Reason {
         /// True when the earlier run settled; false when it is still `started`.
         settled: bool,
     },
+    /// The call was started by a process that ended before it settled.
+    #[error(
+        "`{tool}` (call `{call_id}`) was started by a backend process that ended before it finished: it may have run, so it is not run again — check its effect before doing it another way"
+    )]
+    PossiblyExecuted {
+        /// The tool.
+        tool: String,
+        /// The call id.
+        call_id: String,
+    },
+    /// The script run parked, its calls waiting for a person.
+    #[error(
+        "the script run `{run_id}` is parked: {waiting} of its calls wait for a person's approval; it goes on from where it stopped once they are answered"
+    )]
+    RunParked {
+        /// The run.
+        run_id: String,
+        /// How many calls wait for a person.
+        waiting: usize,
+    },
     /// The tool ran past its time limit.
     #[error("`{tool}` did not finish within its time limit of `{limit:?}`; it may have had effects")]
     ToolTimeout {
@@ -305,6 +325,8 @@ impl Reason {
             Reason::ApprovalTimeout { .. } => Code::ApprovalTimeout,
             Reason::LedgerUnavailable { .. } => Code::LedgerUnavailable,
             Reason::ReplayedCall { .. } => Code::ReplayedCall,
+            Reason::PossiblyExecuted { .. } => Code::PossiblyExecuted,
+            Reason::RunParked { .. } => Code::RunParked,
             Reason::ToolTimeout { .. } => Code::ToolTimeout,
             Reason::ToolFailed { .. }
             | Reason::ToolReported { .. }

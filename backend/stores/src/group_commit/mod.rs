@@ -10,6 +10,9 @@
 //!   committed by the next group; the call does not wait for their commit.
 //! - Reads go through the queue too, so they see every write enqueued
 //!   before them.
+//! - Parked runs (`parked.rs`) go through the queue as reads do: each
+//!   operation is one statement in autocommit, run after the round's group
+//!   committed, durable when it returns.
 //! - A failed commit is reported to every waiter of its group; a failure
 //!   nobody waits for is logged with the write.
 //! - Backpressure: the queue holds [`DEFAULT_QUEUE_CAPACITY`] operations
@@ -19,14 +22,16 @@
 //! - Shutdown: dropping the store closes the queue, lets the writer commit
 //!   everything already queued, and waits for the thread to end.
 
+pub(crate) mod parked;
 mod writer;
 
+use parked::{Holder, ParkedRow};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use tether_turn::StoreError;
-use tether_turn::{AuditRecord, LedgerEntry};
+use tether_turn::{AuditRecord, LedgerEntry, ParkedRun};
 use tether_turn::{AuditStore, Commit, StoreStats, StoreWrite};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
@@ -76,6 +81,63 @@ pub(crate) trait Database: Send + 'static {
     /// # Errors
     /// If they could not be read.
     fn ledger_rows(connection: &mut Self::Connection, turn_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+
+    // Parked runs: each one statement in autocommit (never inside a group's
+    // transaction), durable when it returns; `parked.rs` has the rules.
+
+    /// Inserts `row`, or replaces the row of its `(turn_id, run_id)`,
+    /// releasing any claim on it.
+    ///
+    /// # Errors
+    /// If the row is not durable.
+    fn put_parked(connection: &mut Self::Connection, row: &ParkedRow) -> Result<(), StoreError>;
+
+    /// The parked runs of `turn_id` (every turn's with `None`), by
+    /// `parked_at_ms`, then turn id, then run id (byte order).
+    ///
+    /// # Errors
+    /// If they could not be read.
+    fn parked_rows(connection: &mut Self::Connection, turn_id: Option<&str>) -> Result<Vec<ParkedRow>, StoreError>;
+
+    /// Sets the claim on `(turn_id, run_id)` to `claimant` since `now_ms`,
+    /// in one statement, if nobody holds it or `take_over`: the record, or
+    /// `None` if no row changed.
+    ///
+    /// # Errors
+    /// If the statement failed.
+    fn claim_parked(
+        connection: &mut Self::Connection,
+        turn_id: &str,
+        run_id: &str,
+        claimant: &str,
+        take_over: bool,
+        now_ms: i64,
+    ) -> Result<Option<String>, StoreError>;
+
+    /// Who holds the claim on `(turn_id, run_id)`.
+    ///
+    /// # Errors
+    /// If it could not be read.
+    fn parked_holder(connection: &mut Self::Connection, turn_id: &str, run_id: &str) -> Result<Holder, StoreError>;
+
+    /// Replaces the record (and `parked_at_ms`) of `row`'s run if `claimant`
+    /// holds it: whether it did.
+    ///
+    /// # Errors
+    /// If the statement failed.
+    fn replace_parked(connection: &mut Self::Connection, row: &ParkedRow, claimant: &str) -> Result<bool, StoreError>;
+
+    /// Deletes the row of `(turn_id, run_id)` if `claimant` holds it:
+    /// whether it did.
+    ///
+    /// # Errors
+    /// If the statement failed.
+    fn delete_parked(
+        connection: &mut Self::Connection,
+        turn_id: &str,
+        run_id: &str,
+        claimant: &str,
+    ) -> Result<bool, StoreError>;
 }
 
 /// A group that committed.
@@ -257,6 +319,46 @@ impl<D: Database> AuditStore for GroupCommitStore<D> {
         self.read(move |c| D::ledger_rows(c, &turn_id)).await
     }
 
+    async fn park_run(&self, run: &ParkedRun) -> Result<(), StoreError> {
+        let row = parked::row(run)?;
+        self.read(move |c| D::put_parked(c, &row)).await
+    }
+
+    async fn parked_runs(&self, turn_id: Option<&str>) -> Result<Vec<ParkedRun>, StoreError> {
+        let turn_id = turn_id.map(str::to_owned);
+        let rows = self.read(move |c| D::parked_rows(c, turn_id.as_deref())).await?;
+        rows.iter().map(|row| parked::parse(&row.turn_id, &row.run_id, &row.record)).collect()
+    }
+
+    async fn claim_parked(
+        &self,
+        turn_id: &str,
+        run_id: &str,
+        claimant: &str,
+        take_over: bool,
+        now_ms: i64,
+    ) -> Result<ParkedRun, StoreError> {
+        let (turn, run, claimant) = (turn_id.to_owned(), run_id.to_owned(), claimant.to_owned());
+        let record = self.read(move |c| parked::claim::<D>(c, &turn, &run, &claimant, take_over, now_ms)).await?;
+        parked::parse(turn_id, run_id, &record)
+    }
+
+    async fn update_parked(&self, run: &ParkedRun, claimant: &str) -> Result<(), StoreError> {
+        let (row, claimant) = (parked::row(run)?, claimant.to_owned());
+        self.read(move |c| {
+            parked::held::<D>(c, &row.turn_id, &row.run_id, &claimant, |c| D::replace_parked(c, &row, &claimant))
+        })
+        .await
+    }
+
+    async fn unpark(&self, turn_id: &str, run_id: &str, claimant: &str) -> Result<(), StoreError> {
+        let (turn, run, claimant) = (turn_id.to_owned(), run_id.to_owned(), claimant.to_owned());
+        self.read(move |c| {
+            parked::held::<D>(c, &turn, &run, &claimant, |c| D::delete_parked(c, &turn, &run, &claimant))
+        })
+        .await
+    }
+
     fn stats(&self) -> Option<StoreStats> {
         Some(GroupCommitStore::stats(self))
     }
@@ -316,6 +418,45 @@ macro_rules! delegate_audit_store {
                 turn_id: &str,
             ) -> Result<Vec<::tether_turn::LedgerEntry>, ::tether_turn::StoreError> {
                 self.$field.ledger(turn_id).await
+            }
+
+            async fn park_run(&self, run: &::tether_turn::ParkedRun) -> Result<(), ::tether_turn::StoreError> {
+                self.$field.park_run(run).await
+            }
+
+            async fn parked_runs(
+                &self,
+                turn_id: Option<&str>,
+            ) -> Result<Vec<::tether_turn::ParkedRun>, ::tether_turn::StoreError> {
+                self.$field.parked_runs(turn_id).await
+            }
+
+            async fn claim_parked(
+                &self,
+                turn_id: &str,
+                run_id: &str,
+                claimant: &str,
+                take_over: bool,
+                now_ms: i64,
+            ) -> Result<::tether_turn::ParkedRun, ::tether_turn::StoreError> {
+                self.$field.claim_parked(turn_id, run_id, claimant, take_over, now_ms).await
+            }
+
+            async fn update_parked(
+                &self,
+                run: &::tether_turn::ParkedRun,
+                claimant: &str,
+            ) -> Result<(), ::tether_turn::StoreError> {
+                self.$field.update_parked(run, claimant).await
+            }
+
+            async fn unpark(
+                &self,
+                turn_id: &str,
+                run_id: &str,
+                claimant: &str,
+            ) -> Result<(), ::tether_turn::StoreError> {
+                self.$field.unpark(turn_id, run_id, claimant).await
             }
 
             fn stats(&self) -> Option<::tether_turn::StoreStats> {

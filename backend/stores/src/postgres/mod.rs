@@ -25,6 +25,7 @@ mod schema;
 
 pub(crate) use redact::redact;
 
+use super::group_commit::parked::{Holder, ParkedRow};
 use super::group_commit::{
     Committed, DEFAULT_QUEUE_CAPACITY, Database, GroupCommitStore, GroupFailure, delegate_audit_store,
 };
@@ -42,8 +43,9 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// `tether-audit` (what `pg_stat_activity` shows).
 pub const DEFAULT_APPLICATION_NAME: &str = "tether-audit";
 
-/// An audit log and effect ledger in a PostgreSQL database, in the tables
-/// `tether_audit`, `tether_ledger` and `tether_schema` of the connection's
+/// An audit log, effect ledger and parked runs in a PostgreSQL database, in
+/// the tables `tether_audit`, `tether_ledger`, `tether_turns`,
+/// `tether_parked_runs` and `tether_schema` of the connection's
 /// schema (the first of its `search_path`), created on first use if
 /// missing. Any number of backend processes may share them; see
 /// `docs/audit.md` for what two replicas sharing a turn may and may not do.
@@ -201,6 +203,43 @@ impl Database for Postgres {
 
     fn ledger_rows(session: &mut Session, turn_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
         let result = session.statements.ledger_rows(&mut session.client, turn_id);
+        session.note(result)
+    }
+
+    fn put_parked(session: &mut Session, row: &ParkedRow) -> Result<(), StoreError> {
+        let result = session.statements.put_parked(&mut session.client, row);
+        session.note(result)
+    }
+
+    fn parked_rows(session: &mut Session, turn_id: Option<&str>) -> Result<Vec<ParkedRow>, StoreError> {
+        let result = session.statements.parked_rows(&mut session.client, turn_id);
+        session.note(result)
+    }
+
+    fn claim_parked(
+        session: &mut Session,
+        turn_id: &str,
+        run_id: &str,
+        claimant: &str,
+        take_over: bool,
+        now_ms: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let result = session.statements.claim_parked(&mut session.client, turn_id, run_id, claimant, take_over, now_ms);
+        session.note(result)
+    }
+
+    fn parked_holder(session: &mut Session, turn_id: &str, run_id: &str) -> Result<Holder, StoreError> {
+        let result = session.statements.parked_holder(&mut session.client, turn_id, run_id);
+        session.note(result)
+    }
+
+    fn replace_parked(session: &mut Session, row: &ParkedRow, claimant: &str) -> Result<bool, StoreError> {
+        let result = session.statements.replace_parked(&mut session.client, row, claimant);
+        session.note(result)
+    }
+
+    fn delete_parked(session: &mut Session, turn_id: &str, run_id: &str, claimant: &str) -> Result<bool, StoreError> {
+        let result = session.statements.delete_parked(&mut session.client, turn_id, run_id, claimant);
         session.note(result)
     }
 }

@@ -11,14 +11,17 @@ use tether_turn::Step;
 use tether_turn::StoreError;
 use tether_turn::{AuditRecord, CallIdentity, IDENTITY_COLUMNS, LedgerEntry, LedgerState, identity_columns};
 
+use crate::group_commit::parked::{Holder, ParkedRow};
+
 /// The version of the tables this build writes. A database whose tables
 /// carry a newer version is refused (an older build must not write tables it
 /// does not know).
 /// Version 2 added `tether_turns` (turn ids claimed at open) and the audit
 /// column `approval_reason`; version 3 the audit column `detail` (a
-/// failure's full text for the operator). [`MIGRATIONS`] brings older
-/// tables up.
-pub(super) const SCHEMA_VERSION: i32 = 3;
+/// failure's full text for the operator); version 4 `tether_parked_runs`
+/// (runs parked waiting for people, resumed by any backend).
+/// [`MIGRATIONS`] brings older tables up.
+pub(super) const SCHEMA_VERSION: i32 = 4;
 
 /// The identity columns' declarations, the same in both tables, in the order
 /// of `identity_columns!`.
@@ -33,6 +36,24 @@ macro_rules! identity_ddl {
     depth BIGINT NOT NULL CHECK (depth BETWEEN 0 AND 4294967295),
     args TEXT NOT NULL,
     args_truncated BOOLEAN NOT NULL"
+    };
+}
+
+/// The parked runs' table: one row per `(turn_id, run_id)`, the record the
+/// run's JSON, the claim who resumes it.
+macro_rules! parked_ddl {
+    () => {
+        "
+CREATE TABLE IF NOT EXISTS tether_parked_runs (
+    turn_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    parked_at_ms BIGINT NOT NULL,
+    claimant TEXT,
+    claimed_at_ms BIGINT,
+    record TEXT NOT NULL,
+    PRIMARY KEY (turn_id, run_id)
+);
+"
     };
 }
 
@@ -75,12 +96,13 @@ CREATE TABLE IF NOT EXISTS tether_ledger (
     outcome TEXT,
     UNIQUE (turn_id, call_id)
 );
-"
+",
+    parked_ddl!()
 );
 
 /// What brings tables of version `N` to `N + 1`: `MIGRATIONS[N - 1]`, run
 /// under the schema lock in the transaction that records the new version.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     "
 CREATE TABLE IF NOT EXISTS tether_turns (
     turn_id TEXT PRIMARY KEY,
@@ -91,6 +113,7 @@ ALTER TABLE tether_audit ADD COLUMN IF NOT EXISTS approval_reason TEXT;
     "
 ALTER TABLE tether_audit ADD COLUMN IF NOT EXISTS detail TEXT;
 ",
+    parked_ddl!(),
 ];
 
 /// One lock per schema (the tables' namespace), held while the tables are
@@ -158,6 +181,31 @@ const SELECT_LEDGER: &str = concat!(
      FROM tether_ledger WHERE turn_id = $1 ORDER BY seq"
 );
 
+/// Parks a run, or parks it again: the record replaced, the claim released.
+/// Of two writers parking one run at once, the second waits for the first
+/// and then replaces its row.
+const PUT_PARKED: &str =
+    "INSERT INTO tether_parked_runs (turn_id, run_id, parked_at_ms, claimant, claimed_at_ms, record)
+     VALUES ($1, $2, $3, NULL, NULL, $4)
+     ON CONFLICT (turn_id, run_id) DO UPDATE
+     SET parked_at_ms = EXCLUDED.parked_at_ms, claimant = NULL, claimed_at_ms = NULL, record = EXCLUDED.record";
+/// Byte order for the ids (`COLLATE "C"`), as SQLite and the memory store.
+const SELECT_PARKED: &str = r#"SELECT turn_id, run_id, parked_at_ms, record FROM tether_parked_runs
+     ORDER BY parked_at_ms, turn_id COLLATE "C", run_id COLLATE "C""#;
+const SELECT_PARKED_OF_TURN: &str = r#"SELECT turn_id, run_id, parked_at_ms, record FROM tether_parked_runs
+     WHERE turn_id = $1 ORDER BY parked_at_ms, turn_id COLLATE "C", run_id COLLATE "C""#;
+/// The claim: one statement. Of two writers claiming one run at once, the
+/// second waits on the row for the first's commit, then finds the claim
+/// taken (the condition is checked again on the row as committed) and
+/// changes nothing.
+const CLAIM_PARKED: &str = "UPDATE tether_parked_runs SET claimant = $3, claimed_at_ms = $4
+     WHERE turn_id = $1 AND run_id = $2 AND (claimant IS NULL OR $5)
+     RETURNING record";
+const PARKED_HOLDER: &str = "SELECT claimant, claimed_at_ms FROM tether_parked_runs WHERE turn_id = $1 AND run_id = $2";
+const REPLACE_PARKED: &str = "UPDATE tether_parked_runs SET parked_at_ms = $3, record = $4
+     WHERE turn_id = $1 AND run_id = $2 AND claimant = $5";
+const DELETE_PARKED: &str = "DELETE FROM tether_parked_runs WHERE turn_id = $1 AND run_id = $2 AND claimant = $3";
+
 /// The statements, prepared once per connection.
 pub(super) struct Statements {
     lock_turns: Statement,
@@ -170,6 +218,13 @@ pub(super) struct Statements {
     settle: Statement,
     select_audit: Statement,
     select_ledger: Statement,
+    put_parked: Statement,
+    select_parked: Statement,
+    select_parked_of_turn: Statement,
+    claim_parked: Statement,
+    parked_holder: Statement,
+    replace_parked: Statement,
+    delete_parked: Statement,
 }
 
 /// Readies a new session: the lock wait limit, a durable commit, the tables
@@ -201,6 +256,13 @@ pub(super) fn prepare(client: &mut Client, describe: &str) -> Result<Statements,
         settle: client.prepare(SETTLE).map_err(crate::db)?,
         select_audit: client.prepare(SELECT_AUDIT).map_err(crate::db)?,
         select_ledger: client.prepare(SELECT_LEDGER).map_err(crate::db)?,
+        put_parked: client.prepare(PUT_PARKED).map_err(crate::db)?,
+        select_parked: client.prepare(SELECT_PARKED).map_err(crate::db)?,
+        select_parked_of_turn: client.prepare(SELECT_PARKED_OF_TURN).map_err(crate::db)?,
+        claim_parked: client.prepare(CLAIM_PARKED).map_err(crate::db)?,
+        parked_holder: client.prepare(PARKED_HOLDER).map_err(crate::db)?,
+        replace_parked: client.prepare(REPLACE_PARKED).map_err(crate::db)?,
+        delete_parked: client.prepare(DELETE_PARKED).map_err(crate::db)?,
     })
 }
 
@@ -423,5 +485,93 @@ impl Statements {
                 })
             })
             .collect()
+    }
+
+    // Parked runs: each a statement of its own, in autocommit (the session
+    // is never inside a group's transaction here), so each is committed
+    // (flushed, with `synchronous_commit` on) when it returns.
+
+    /// Inserts `row`, or replaces the row of its run, releasing its claim.
+    pub(super) fn put_parked(&self, c: &mut impl GenericClient, row: &ParkedRow) -> Result<(), StoreError> {
+        c.execute(&self.put_parked, &[&row.turn_id, &row.run_id, &row.parked_at_ms, &row.record]).map_err(crate::db)?;
+        Ok(())
+    }
+
+    /// The parked runs of `turn_id` (all with `None`), oldest first.
+    pub(super) fn parked_rows(
+        &self,
+        c: &mut impl GenericClient,
+        turn_id: Option<&str>,
+    ) -> Result<Vec<ParkedRow>, StoreError> {
+        let rows = match turn_id {
+            Some(turn_id) => c.query(&self.select_parked_of_turn, &[&turn_id]),
+            None => c.query(&self.select_parked, &[]),
+        }
+        .map_err(crate::db)?;
+        rows.iter()
+            .map(|row| {
+                Ok(ParkedRow {
+                    turn_id: row.try_get(0).map_err(crate::db)?,
+                    run_id: row.try_get(1).map_err(crate::db)?,
+                    parked_at_ms: row.try_get(2).map_err(crate::db)?,
+                    record: row.try_get(3).map_err(crate::db)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Claims the run for `claimant` if nobody holds it or `take_over`: its record.
+    pub(super) fn claim_parked(
+        &self,
+        c: &mut impl GenericClient,
+        turn_id: &str,
+        run_id: &str,
+        claimant: &str,
+        take_over: bool,
+        now_ms: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let row =
+            c.query_opt(&self.claim_parked, &[&turn_id, &run_id, &claimant, &now_ms, &take_over]).map_err(crate::db)?;
+        row.map(|row| row.try_get(0)).transpose().map_err(crate::db)
+    }
+
+    /// Who holds the run's claim.
+    pub(super) fn parked_holder(
+        &self,
+        c: &mut impl GenericClient,
+        turn_id: &str,
+        run_id: &str,
+    ) -> Result<Holder, StoreError> {
+        let Some(row) = c.query_opt(&self.parked_holder, &[&turn_id, &run_id]).map_err(crate::db)? else {
+            return Ok(Holder::NotParked);
+        };
+        let claimant: Option<String> = row.try_get(0).map_err(crate::db)?;
+        let since_ms: Option<i64> = row.try_get(1).map_err(crate::db)?;
+        Ok(match claimant {
+            None => Holder::Free,
+            Some(claimant) => Holder::Claimed { claimant, since_ms: since_ms.unwrap_or_default() },
+        })
+    }
+
+    /// Replaces the record of `row`'s run if `claimant` holds it: whether it did.
+    pub(super) fn replace_parked(
+        &self,
+        c: &mut impl GenericClient,
+        row: &ParkedRow,
+        claimant: &str,
+    ) -> Result<bool, StoreError> {
+        let params: [&(dyn ToSql + Sync); 5] = [&row.turn_id, &row.run_id, &row.parked_at_ms, &row.record, &claimant];
+        Ok(c.execute(&self.replace_parked, &params).map_err(crate::db)? == 1)
+    }
+
+    /// Deletes the run's row if `claimant` holds it: whether it did.
+    pub(super) fn delete_parked(
+        &self,
+        c: &mut impl GenericClient,
+        turn_id: &str,
+        run_id: &str,
+        claimant: &str,
+    ) -> Result<bool, StoreError> {
+        Ok(c.execute(&self.delete_parked, &[&turn_id, &run_id, &claimant]).map_err(crate::db)? == 1)
     }
 }

@@ -3,7 +3,7 @@
 #![allow(clippy::await_holding_lock)]
 
 use super::*;
-use crate::suite::{Harness, Reject, Table, entry, record, started, store_suite};
+use crate::suite::{Harness, Reject, Table, entry, parked_run, record, started, store_suite};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
@@ -106,6 +106,7 @@ impl Harness for PostgresHarness {
         let table = match table {
             Table::Audit => "tether_audit",
             Table::Ledger => "tether_ledger",
+            Table::Parked => "tether_parked_runs",
         };
         self.client.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.unwrap().get(0)
     }
@@ -127,6 +128,18 @@ impl Harness for PostgresHarness {
             .await
             .unwrap();
     }
+
+    async fn overwrite_parked_record(&self, turn_id: &str, run_id: &str, record: &str) {
+        let changed = self
+            .client
+            .execute(
+                "UPDATE tether_parked_runs SET record = $3 WHERE turn_id = $1 AND run_id = $2",
+                &[&turn_id, &run_id, &record],
+            )
+            .await
+            .unwrap();
+        assert_eq!(changed, 1);
+    }
 }
 
 store_suite!(PostgresHarness);
@@ -138,7 +151,7 @@ async fn the_tables_are_created_on_first_use_with_their_schema_version() {
     let store = PostgresAuditStore::new(&h.url).unwrap();
     assert_eq!(h.client.query_one(exists, &[&h.schema]).await.unwrap().get::<_, i64>(0), 0, "nothing before first use");
     store.ready().await.unwrap();
-    assert_eq!(h.client.query_one(exists, &[&h.schema]).await.unwrap().get::<_, i64>(0), 4);
+    assert_eq!(h.client.query_one(exists, &[&h.schema]).await.unwrap().get::<_, i64>(0), 5);
     assert_eq!(store.schema_version().await.unwrap(), schema::SCHEMA_VERSION);
     assert_eq!(store.target(), h.url);
 }
@@ -161,10 +174,11 @@ async fn tables_of_a_newer_schema_version_are_refused_with_what_to_do() {
 async fn tables_of_version_1_are_brought_up_to_date() {
     let h = PostgresHarness::new().await;
     PostgresAuditStore::new(&h.url).unwrap().ready().await.unwrap();
-    // Version 1: no `tether_turns`, no `approval_reason`, no `detail`; a turn with rows.
+    // Version 1: no `tether_turns`, no `approval_reason`, no `detail`, no
+    // `tether_parked_runs`; a turn with rows.
     h.client
         .batch_execute(
-            "DROP TABLE tether_turns;
+            "DROP TABLE tether_turns, tether_parked_runs;
              ALTER TABLE tether_audit DROP COLUMN approval_reason, DROP COLUMN detail;
              UPDATE tether_schema SET version = 1",
         )
@@ -180,6 +194,8 @@ async fn tables_of_version_1_are_brought_up_to_date() {
     assert_eq!(store.audit_log("t1").await.unwrap(), vec![record("c1")], "the reason and detail are stored");
     assert!(matches!(store.claim_turn("t-old", 1).await, Err(StoreError::TurnTaken { .. })));
     store.claim_turn("t-new", 1).await.unwrap();
+    store.park_run(&parked_run("t-new", "run-1", 5)).await.unwrap();
+    assert_eq!(store.parked_runs(None).await.unwrap(), [parked_run("t-new", "run-1", 5)]);
 }
 
 #[tokio::test]
@@ -187,7 +203,10 @@ async fn tables_of_version_2_get_the_detail_column() {
     let h = PostgresHarness::new().await;
     PostgresAuditStore::new(&h.url).unwrap().ready().await.unwrap();
     h.client
-        .batch_execute("ALTER TABLE tether_audit DROP COLUMN detail; UPDATE tether_schema SET version = 2")
+        .batch_execute(
+            "ALTER TABLE tether_audit DROP COLUMN detail; DROP TABLE tether_parked_runs;
+             UPDATE tether_schema SET version = 2",
+        )
         .await
         .unwrap();
     old_row(&h).await;
@@ -197,6 +216,22 @@ async fn tables_of_version_2_get_the_detail_column() {
     assert_eq!(store.audit_log("t-old").await.unwrap()[0].detail, None);
     store.enqueue(StoreWrite::Audit(record("c1"))).await.unwrap().await.unwrap();
     assert_eq!(store.audit_log("t1").await.unwrap(), vec![record("c1")], "the detail is stored");
+    store.park_run(&parked_run("t1", "run-1", 5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn tables_of_version_3_get_the_parked_runs_table() {
+    let h = PostgresHarness::new().await;
+    PostgresAuditStore::new(&h.url).unwrap().ready().await.unwrap();
+    h.client.batch_execute("DROP TABLE tether_parked_runs; UPDATE tether_schema SET version = 3").await.unwrap();
+    old_row(&h).await;
+    let store = PostgresAuditStore::new(&h.url).unwrap();
+    store.ready().await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), schema::SCHEMA_VERSION);
+    assert_eq!(store.audit_log("t-old").await.unwrap().len(), 1, "the old rows stay");
+    let run = parked_run("t-old", "run-1", 5);
+    store.park_run(&run).await.unwrap();
+    assert_eq!(store.claim_parked("t-old", "run-1", "a", false, 6).await.unwrap(), run);
 }
 
 /// A row of turn `t-old` written with only the columns of version 1.

@@ -11,6 +11,7 @@
 mod commit;
 mod schema;
 
+use super::group_commit::parked::{Holder, ParkedRow};
 use super::group_commit::{
     Committed, DEFAULT_QUEUE_CAPACITY, Database, GroupCommitStore, GroupFailure, delegate_audit_store,
 };
@@ -20,7 +21,7 @@ use tether_turn::StoreError;
 use tether_turn::{AuditRecord, LedgerEntry};
 use tether_turn::{StoreStats, StoreWrite};
 
-/// An audit log and effect ledger in one SQLite file, created (with its
+/// An audit log, effect ledger and parked runs in one SQLite file, created (with its
 /// tables, or with the columns an older file lacks) on first use. Several
 /// turns may share one store; one process should write a file (a second
 /// process waits on SQLite's lock — use [`PostgresAuditStore`] for many
@@ -130,6 +131,42 @@ impl Database for Sqlite {
 
     fn ledger_rows(connection: &mut Connection, turn_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
         schema::ledger_rows(connection, turn_id).map_err(crate::db)
+    }
+
+    fn put_parked(connection: &mut Connection, row: &ParkedRow) -> Result<(), StoreError> {
+        schema::put_parked(connection, row).map_err(crate::db)
+    }
+
+    fn parked_rows(connection: &mut Connection, turn_id: Option<&str>) -> Result<Vec<ParkedRow>, StoreError> {
+        schema::parked_rows(connection, turn_id).map_err(crate::db)
+    }
+
+    fn claim_parked(
+        connection: &mut Connection,
+        turn_id: &str,
+        run_id: &str,
+        claimant: &str,
+        take_over: bool,
+        now_ms: i64,
+    ) -> Result<Option<String>, StoreError> {
+        schema::claim_parked(connection, turn_id, run_id, claimant, take_over, now_ms).map_err(crate::db)
+    }
+
+    fn parked_holder(connection: &mut Connection, turn_id: &str, run_id: &str) -> Result<Holder, StoreError> {
+        schema::parked_holder(connection, turn_id, run_id).map_err(crate::db)
+    }
+
+    fn replace_parked(connection: &mut Connection, row: &ParkedRow, claimant: &str) -> Result<bool, StoreError> {
+        schema::replace_parked(connection, row, claimant).map_err(crate::db)
+    }
+
+    fn delete_parked(
+        connection: &mut Connection,
+        turn_id: &str,
+        run_id: &str,
+        claimant: &str,
+    ) -> Result<bool, StoreError> {
+        schema::delete_parked(connection, turn_id, run_id, claimant).map_err(crate::db)
     }
 }
 

@@ -1,4 +1,4 @@
-//! The SQLite schema: the three tables (turns, audit, ledger), the columns a [`CallIdentity`] maps to
+//! The SQLite schema: the four tables (turns, audit, ledger, parked runs), the columns a [`CallIdentity`] maps to
 //! (ONE mapping, used by both tables), the statements, opening a connection
 //! (WAL, `synchronous=FULL`) and bringing an older file up to date.
 
@@ -11,6 +11,8 @@ use tether_turn::CallStatus;
 use tether_turn::Step;
 use tether_turn::StoreError;
 use tether_turn::{AuditRecord, CallIdentity, IDENTITY_COLUMNS, LedgerEntry, LedgerState, identity_columns};
+
+use crate::group_commit::parked::{Holder, ParkedRow};
 
 /// The identity columns' declarations, the same in both tables, in the order
 /// of `identity_columns!`.
@@ -63,6 +65,15 @@ CREATE TABLE IF NOT EXISTS ledger (
     outcome TEXT,
     UNIQUE (turn_id, call_id)
 );
+CREATE TABLE IF NOT EXISTS parked_runs (
+    turn_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    parked_at_ms INTEGER NOT NULL,
+    claimant TEXT,
+    claimed_at_ms INTEGER,
+    record TEXT NOT NULL,
+    PRIMARY KEY (turn_id, run_id)
+);
 "
 );
 
@@ -111,6 +122,25 @@ const SELECT_LEDGER: &str = concat!(
     ", approval_required, state, started_at_ms, settled_at_ms, outcome
      FROM ledger WHERE turn_id = ?1 ORDER BY seq"
 );
+
+/// Parks a run, or parks it again: the record replaced, the claim released.
+const PUT_PARKED: &str = "INSERT INTO parked_runs (turn_id, run_id, parked_at_ms, claimant, claimed_at_ms, record)
+     VALUES (?1, ?2, ?3, NULL, NULL, ?4)
+     ON CONFLICT (turn_id, run_id) DO UPDATE
+     SET parked_at_ms = excluded.parked_at_ms, claimant = NULL, claimed_at_ms = NULL, record = excluded.record";
+const SELECT_PARKED: &str =
+    "SELECT turn_id, run_id, parked_at_ms, record FROM parked_runs ORDER BY parked_at_ms, turn_id, run_id";
+const SELECT_PARKED_OF_TURN: &str = "SELECT turn_id, run_id, parked_at_ms, record FROM parked_runs
+     WHERE turn_id = ?1 ORDER BY parked_at_ms, turn_id, run_id";
+/// The claim: one statement, so that of two connections claiming one run
+/// at once (SQLite lets one write at a time) the second finds it claimed.
+const CLAIM_PARKED: &str = "UPDATE parked_runs SET claimant = ?3, claimed_at_ms = ?4
+     WHERE turn_id = ?1 AND run_id = ?2 AND (claimant IS NULL OR ?5)
+     RETURNING record";
+const PARKED_HOLDER: &str = "SELECT claimant, claimed_at_ms FROM parked_runs WHERE turn_id = ?1 AND run_id = ?2";
+const REPLACE_PARKED: &str = "UPDATE parked_runs SET parked_at_ms = ?3, record = ?4
+     WHERE turn_id = ?1 AND run_id = ?2 AND claimant = ?5";
+const DELETE_PARKED: &str = "DELETE FROM parked_runs WHERE turn_id = ?1 AND run_id = ?2 AND claimant = ?3";
 
 /// Opens (creating it if needed) the database at `path` in WAL mode with
 /// `synchronous=FULL`, with the current tables. Its folder must exist: a
@@ -295,4 +325,69 @@ pub(super) fn ledger_rows(c: &Connection, turn_id: &str) -> rusqlite::Result<Vec
         })
     })?;
     rows.collect()
+}
+
+// Parked runs: each a statement of its own, in autocommit (the caller's
+// connection is never inside a group's transaction here), so each is
+// committed, and on disk under `synchronous=FULL`, when it returns.
+
+/// Inserts `row`, or replaces the row of its run, releasing its claim.
+pub(super) fn put_parked(c: &Connection, row: &ParkedRow) -> rusqlite::Result<()> {
+    c.prepare_cached(PUT_PARKED)?.execute(params![row.turn_id, row.run_id, row.parked_at_ms, row.record])?;
+    Ok(())
+}
+
+/// The parked runs of `turn_id` (all with `None`), oldest first.
+pub(super) fn parked_rows(c: &Connection, turn_id: Option<&str>) -> rusqlite::Result<Vec<ParkedRow>> {
+    let parked_row = |row: &Row<'_>| {
+        Ok(ParkedRow { turn_id: row.get(0)?, run_id: row.get(1)?, parked_at_ms: row.get(2)?, record: row.get(3)? })
+    };
+    match turn_id {
+        Some(turn_id) => c.prepare_cached(SELECT_PARKED_OF_TURN)?.query_map([turn_id], parked_row)?.collect(),
+        None => c.prepare_cached(SELECT_PARKED)?.query_map([], parked_row)?.collect(),
+    }
+}
+
+/// Claims the run for `claimant` if nobody holds it or `take_over`: its record.
+pub(super) fn claim_parked(
+    c: &Connection,
+    turn_id: &str,
+    run_id: &str,
+    claimant: &str,
+    take_over: bool,
+    now_ms: i64,
+) -> rusqlite::Result<Option<String>> {
+    c.prepare_cached(CLAIM_PARKED)?
+        .query_row(params![turn_id, run_id, claimant, now_ms, take_over], |row| row.get(0))
+        .optional()
+}
+
+/// Who holds the run's claim.
+pub(super) fn parked_holder(c: &Connection, turn_id: &str, run_id: &str) -> rusqlite::Result<Holder> {
+    let claim: Option<(Option<String>, Option<i64>)> = c
+        .prepare_cached(PARKED_HOLDER)?
+        .query_row([turn_id, run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    Ok(match claim {
+        None => Holder::NotParked,
+        Some((None, _)) => Holder::Free,
+        Some((Some(claimant), since_ms)) => Holder::Claimed { claimant, since_ms: since_ms.unwrap_or_default() },
+    })
+}
+
+/// Replaces the record of `row`'s run if `claimant` holds it: whether it did.
+pub(super) fn replace_parked(c: &Connection, row: &ParkedRow, claimant: &str) -> rusqlite::Result<bool> {
+    let changed = c.prepare_cached(REPLACE_PARKED)?.execute(params![
+        row.turn_id,
+        row.run_id,
+        row.parked_at_ms,
+        row.record,
+        claimant
+    ])?;
+    Ok(changed == 1)
+}
+
+/// Deletes the run's row if `claimant` holds it: whether it did.
+pub(super) fn delete_parked(c: &Connection, turn_id: &str, run_id: &str, claimant: &str) -> rusqlite::Result<bool> {
+    Ok(c.prepare_cached(DELETE_PARKED)?.execute([turn_id, run_id, claimant])? == 1)
 }

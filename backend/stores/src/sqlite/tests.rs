@@ -1,5 +1,5 @@
 use super::*;
-use crate::suite::{Harness, Reject, Table, entry, record, store_suite};
+use crate::suite::{Harness, Reject, Table, entry, parked_run, record, store_suite};
 use tether_turn::ToolReplay;
 use tether_turn::{AuditStore, LedgerState};
 
@@ -35,6 +35,7 @@ impl Harness for SqliteHarness {
         let table = match table {
             Table::Audit => "audit",
             Table::Ledger => "ledger",
+            Table::Parked => "parked_runs",
         };
         let c = Connection::open(self.path()).unwrap();
         c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0)).unwrap()
@@ -53,6 +54,14 @@ impl Harness for SqliteHarness {
             "CREATE TRIGGER refuse BEFORE INSERT ON ledger BEGIN SELECT RAISE({action}, '{message}'); END;"
         ))
         .unwrap();
+    }
+
+    async fn overwrite_parked_record(&self, turn_id: &str, run_id: &str, record: &str) {
+        let c = Connection::open(self.path()).unwrap();
+        let changed = c
+            .execute("UPDATE parked_runs SET record = ?3 WHERE turn_id = ?1 AND run_id = ?2", [turn_id, run_id, record])
+            .unwrap();
+        assert_eq!(changed, 1);
     }
 }
 
@@ -111,4 +120,14 @@ async fn an_older_database_gets_the_new_columns() {
     assert_eq!(store.audit_log("t1").await.unwrap(), vec![record("c1")]);
     assert!(matches!(store.claim_turn("t1", 1).await, Err(StoreError::TurnTaken { .. })));
     store.claim_turn("t-new", 1).await.unwrap();
+    // And runs can be parked.
+    let run = parked_run("t-new", "run-1", 5);
+    store.park_run(&run).await.unwrap();
+    assert_eq!(store.claim_parked("t-new", "run-1", "a", false, 6).await.unwrap(), run);
+}
+
+#[test]
+fn the_bundled_sqlite_supports_returning() {
+    // The parked runs' claim is one `UPDATE … RETURNING` (SQLite 3.35).
+    assert!(rusqlite::version_number() >= 3_035_000, "SQLite {} lacks RETURNING", rusqlite::version());
 }

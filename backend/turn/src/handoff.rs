@@ -1,0 +1,331 @@
+//! Durable turns: handing a waiting turn's script run to the audit store,
+//! and going on from it in any process that shares the store
+//! (`docs/parking.md`, "Durable turns").
+//!
+//! - A call that reaches its approval step with a deferring approver
+//!   ([`Approver::defers`](super::Approver::defers)) waits in [`Deferred`].
+//! - When a script's run parks waiting only on such calls, the script tool
+//!   takes them with [`Turn::hand_off`] and stores a
+//!   [`ParkedRun`](super::ParkedRun) with the turn's [`Turn::snapshot`]. From
+//!   then on, this process writes no row for them: they are the store's.
+//! - Another process builds the turn again from the snapshot
+//!   ([`TurnBuilder::resumed`](super::TurnBuilder::resumed)), answers each call
+//!   with [`Turn::answer_pending`] — the rest of the one execution path, from
+//!   the approval's verdict to the audit row — and writes the script tool's
+//!   own row with [`Turn::settle_resumed`] when the run ends.
+
+use super::approval::{ApprovalDecision, ApprovalRecord, ApprovalVerdict};
+use super::audit::unix_ms;
+use super::call::{CallRequest, CallResult, Failure};
+use super::error::TurnError;
+use super::guard::{CallGuard, StepsOutcome};
+use super::origin::CallOrigin;
+use super::parked::{OwedCall, ParkedRun, PendingCall, TurnSnapshot};
+use super::registry::Lookup;
+use super::state::{Turn, ended_reason};
+use super::step::Step;
+use super::tool::{ToolError, ToolOutput};
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+use tether_codes::Reason;
+use tracing::Instrument;
+
+/// The turn's calls waiting on a deferring approver, and those it handed to
+/// its store (whose rows another process writes).
+#[derive(Debug, Default)]
+pub(crate) struct Deferred {
+    waiting: Mutex<HashMap<String, PendingCall>>,
+    handed: Mutex<HashSet<String>>,
+}
+
+/// A call's place in [`Deferred`] while it waits: left when it stops waiting.
+pub(crate) struct Waiting<'a> {
+    deferred: &'a Deferred,
+    call_id: String,
+}
+
+impl Deferred {
+    /// `call` waits for a person who answers from outside this process.
+    pub(crate) fn wait(&self, call: PendingCall) -> Waiting<'_> {
+        let call_id = call.request.call_id.clone();
+        lock(&self.waiting).insert(call_id.clone(), call);
+        Waiting { deferred: self, call_id }
+    }
+
+    /// True when the call was handed to the store: its row is not this process's to write.
+    pub(crate) fn was_handed(&self, call_id: &str) -> bool {
+        lock(&self.handed).contains(call_id)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        lock(&self.deferred.waiting).remove(&self.call_id);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Turn {
+    /// Takes the calls `awaiting` out of this process when every one of them
+    /// waits for a deferring approver, and returns them, to be stored with
+    /// the parked run; `None` (and nothing taken) when any of them does not.
+    /// The calls then write no audit row here when they are dropped: whoever
+    /// answers them does ([`answer_pending`](Self::answer_pending)).
+    pub fn hand_off(&self, awaiting: &[String]) -> Option<Vec<PendingCall>> {
+        let deferred = &self.inner.deferred;
+        let mut waiting = lock(&deferred.waiting);
+        if awaiting.is_empty() || !awaiting.iter().all(|id| waiting.contains_key(id)) {
+            return None;
+        }
+        let mut handed = lock(&deferred.handed);
+        let calls = awaiting.iter().filter_map(|id| waiting.remove(id)).collect();
+        handed.extend(awaiting.iter().cloned());
+        Some(calls)
+    }
+
+    /// What the turn's checks have now, for a parked run: the turn resumed
+    /// from it ([`TurnBuilder::resumed`](super::TurnBuilder::resumed)) goes on
+    /// under the same counts.
+    pub fn snapshot(&self) -> TurnSnapshot {
+        let (seen, approval_calls) = self.inner.precheck.remembered();
+        TurnSnapshot {
+            calls_used: self.inner.budget.used(),
+            approval_calls,
+            seen,
+            runs: self.inner.runs.load(std::sync::atomic::Ordering::Relaxed),
+            remaining_ms: self.remaining().map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+
+    /// Stores `run` in the turn's audit store, durably: only then may this
+    /// process forget it.
+    ///
+    /// # Errors
+    /// If the store could not keep it.
+    pub async fn park(&self, run: &ParkedRun) -> Result<(), TurnError> {
+        Ok(self.inner.store.park_run(run).await?)
+    }
+
+    /// Answers a call of a parked run: `decision` (`None`: it expired) goes
+    /// through the rest of the one execution path — the approval's verdict
+    /// (a decision after the approval wait limit, counted from
+    /// [`PendingCall::since_ms`], is a time-out), the tool as the turn lists it
+    /// now, the effect ledger, the result limit — and the call's one audit
+    /// row. A call the ledger already holds (a process answered it and ended
+    /// before the answer was stored) is not run again: `possibly_executed`.
+    pub async fn answer_pending(&self, pending: &PendingCall, decision: Option<ApprovalDecision>) -> CallResult {
+        let shown = &pending.request;
+        let mut request = CallRequest::new(shown.call_id.clone(), shown.tool.clone(), shown.args.clone());
+        if let Some(max) = pending.max_result_bytes {
+            request = request.max_result_bytes(max);
+        }
+        let origin = shown.origin.clone();
+        let span = self.call_span(&request, &origin);
+        let guard_span = span.clone();
+        async move {
+            let mut guard = CallGuard::start(self.clone(), &request, &origin, guard_span);
+            guard.step = Step::Approval;
+            let outcome = self.answered(pending, decision, &request, &origin, &mut guard).await;
+            guard.finish(outcome).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn answered(
+        &self,
+        pending: &PendingCall,
+        decision: Option<ApprovalDecision>,
+        request: &CallRequest,
+        origin: &CallOrigin,
+        guard: &mut CallGuard,
+    ) -> StepsOutcome {
+        let name = request.name.as_str();
+        if let Some(code) = self.end_reason() {
+            guard.approval = Some(ApprovalRecord::without_answer(ApprovalVerdict::Abandoned, "turn"));
+            return Err(Failure::new(&ended_reason(code), Step::Approval));
+        }
+        let wait = self.inner.limits.approval_timeout;
+        let waited = unix_ms(SystemTime::now()).saturating_sub(pending.since_ms);
+        let in_time = u128::try_from(waited).unwrap_or(0) <= wait.as_millis();
+        match decision {
+            Some(decision) if in_time => self.settle_decision(name, decision, guard)?,
+            _ => {
+                guard.approval = Some(ApprovalRecord::without_answer(ApprovalVerdict::TimedOut, "timeout"));
+                return Err(Failure::new(&Reason::ApprovalTimeout { tool: name.to_owned(), wait }, Step::Approval));
+            }
+        }
+        // The slot it took in the process that parked it was given back
+        // when the call was handed off: it takes one again to run.
+        let Some(slot) = self.inner.budget.try_reserve() else {
+            return Err(Failure::new(&Reason::ToolCallCap { max: self.inner.budget.max() }, Step::Budget));
+        };
+        guard.step = Step::Lookup;
+        let tool = match self.inner.registry.lookup(name) {
+            Lookup::Found(tool) => tool,
+            Lookup::NotActivated | Lookup::NotFound => {
+                return Err(Failure::new(&Reason::ToolNotFound { tool: name.to_owned() }, Step::Lookup));
+            }
+        };
+        guard.step = Step::Execution;
+        let earlier = self.inner.store.ledger(self.id()).await.map_err(|error| {
+            tracing::error!(%error, "cannot read the effect ledger; not running the tool");
+            Failure::new(&Reason::LedgerUnavailable { tool: name.to_owned() }, Step::Execution)
+        })?;
+        if earlier.iter().any(|entry| entry.call.call_id == request.id) {
+            let reason = Reason::PossiblyExecuted { tool: name.to_owned(), call_id: request.id.clone() };
+            return Err(Failure::new(&reason, Step::Execution));
+        }
+        let returned = self.run_tool(&tool, request, origin, true, slot, guard).await?;
+        self.check_result(name, request, origin, returned)
+    }
+
+    /// Writes the audit row of the script tool's call whose run parked, once
+    /// `work` — the resumed run, to its end — returns: the call's terminal
+    /// event and one row, as if it had never parked. Ended early, like any
+    /// call, when the turn ends.
+    pub async fn settle_resumed(
+        &self,
+        call: &OwedCall,
+        work: impl Future<Output = Result<ToolOutput, ToolError>> + Send,
+    ) -> CallResult {
+        let request = CallRequest::new(call.call_id.clone(), call.tool.clone(), call.args.clone());
+        let origin = call.origin.clone();
+        let span = self.call_span(&request, &origin);
+        let guard_span = span.clone();
+        async move {
+            let mut guard = CallGuard::start(self.clone(), &request, &origin, guard_span);
+            guard.step = Step::Execution;
+            let returned = tokio::select! {
+                biased;
+                code = self.ended() => Err(Failure::new(&ended_reason(code), Step::Execution)),
+                returned = work => Self::returned(returned, &mut guard.detail),
+            };
+            let outcome = match returned {
+                Ok(returned) => self.check_result(&request.name, &request, &origin, returned),
+                Err(failure) => Err(failure),
+            };
+            guard.finish(outcome).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// How long a call of a parked run may still wait for its answer.
+    pub fn approval_left(&self, pending: &PendingCall) -> Duration {
+        let waited = unix_ms(SystemTime::now()).saturating_sub(pending.since_ms);
+        self.inner.limits.approval_timeout.saturating_sub(Duration::from_millis(u64::try_from(waited).unwrap_or(0)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        ApprovalDecision, AuditStore, CallOrigin, CallOutcome, CallRequest, Code, DeferredApprover, MemoryAuditStore,
+        ToolOutput, ToolSpec, Turn, TurnBuilder, executor_fn,
+    };
+    use serde_json::json;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn builder(store: Arc<MemoryAuditStore>, ran: Arc<AtomicU32>) -> TurnBuilder {
+        Turn::builder("t1").audit_store(store).approver(Arc::new(DeferredApprover)).tool(
+            ToolSpec::new("pay", "Pays.", json!({"type": "object"})).requires_approval(),
+            executor_fn(move |_, args| {
+                let ran = ran.clone();
+                async move {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    Ok(ToolOutput::new(json!({"paid": args["amount"]})))
+                }
+            }),
+        )
+    }
+
+    fn script() -> CallOrigin {
+        CallOrigin::Script { run_id: "t1/run-1".into(), parent_call_id: "c".into(), depth: 1 }
+    }
+
+    fn code(outcome: &CallOutcome) -> Option<Code> {
+        match outcome {
+            CallOutcome::Failed(failure) => Some(failure.code),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_handed_off_is_answered_once_by_another_turn_that_goes_on_under_the_same_checks() {
+        let store = Arc::new(MemoryAuditStore::new());
+        let ran = Arc::new(AtomicU32::new(0));
+        let turn = builder(store.clone(), ran.clone()).build().unwrap();
+        assert!(turn.hand_off(&["c/1".into()]).is_none(), "nothing waits yet");
+        let waiting = tokio::spawn({
+            let turn = turn.clone();
+            async move { turn.execute(CallRequest::new("c/1", "pay", json!({"amount": 5})), script()).await }
+        });
+        let pending = loop {
+            if let Some(pending) = turn.hand_off(&["c/1".into()]) {
+                break pending;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert_eq!((pending.len(), pending[0].request.args.clone()), (1, json!({"amount": 5})));
+        waiting.abort();
+        assert!(waiting.await.unwrap_err().is_cancelled());
+        assert!(store.audit_log("t1").await.unwrap().is_empty(), "a handed-off call writes no row here");
+        let snapshot = turn.snapshot();
+        assert_eq!((snapshot.approval_calls, snapshot.seen.len()), (1, 1));
+
+        let resumed = builder(store.clone(), ran.clone()).resumed(snapshot).build().unwrap();
+        let answered = resumed.answer_pending(&pending[0], Some(ApprovalDecision::approve("dana"))).await;
+        assert_eq!(answered.outcome, CallOutcome::Ok(json!({"paid": 5})));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        let rows = store.audit_log("t1").await.unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].decided_by.as_deref(), Some("dana"));
+
+        // Answered again (a process that died before storing the answer): not run again.
+        let again = resumed.answer_pending(&pending[0], Some(ApprovalDecision::approve("dana"))).await;
+        assert_eq!(code(&again.outcome), Some(Code::PossiblyExecuted));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        // The repeat rule remembers the call from before the park.
+        let repeat = resumed.execute(CallRequest::new("c/2", "pay", json!({"amount": 5})), script()).await;
+        assert_eq!(code(&repeat.outcome), Some(Code::RepeatedCall));
+    }
+
+    #[tokio::test]
+    async fn an_answer_after_the_wait_limit_is_a_time_out_and_a_denial_runs_nothing() {
+        let store = Arc::new(MemoryAuditStore::new());
+        let ran = Arc::new(AtomicU32::new(0));
+        let turn = builder(store.clone(), ran.clone()).build().unwrap();
+        let waiting = tokio::spawn({
+            let turn = turn.clone();
+            async move { turn.execute(CallRequest::new("c/1", "pay", json!({"amount": 1})), script()).await }
+        });
+        let mut pending = loop {
+            if let Some(pending) = turn.hand_off(&["c/1".into()]) {
+                break pending;
+            }
+            tokio::task::yield_now().await;
+        };
+        waiting.abort();
+        let mut late = pending[0].clone();
+        late.since_ms -= i64::try_from(turn.limits().approval_timeout.as_millis()).unwrap() + 1000;
+        assert!(turn.approval_left(&late).is_zero());
+        let timed_out = turn.answer_pending(&late, Some(ApprovalDecision::approve("dana"))).await;
+        assert_eq!(code(&timed_out.outcome), Some(Code::ApprovalTimeout));
+        let call = pending.remove(0);
+        let mut other = call.clone();
+        other.request.call_id = "c/9".into();
+        let denied = turn.answer_pending(&other, Some(ApprovalDecision::deny("dana", Some("no".into())))).await;
+        assert_eq!(code(&denied.outcome), Some(Code::ApprovalDenied));
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        let rows = store.audit_log("t1").await.unwrap();
+        let verdicts: Vec<_> = rows.iter().map(|row| row.approval.map(|a| a.as_str())).collect();
+        assert_eq!(verdicts, [Some("timed_out"), Some("denied")]);
+    }
+}

@@ -1,0 +1,255 @@
+//! Durable parked runs: what a turn hands to its audit store when a script's
+//! run parks with every call it waits on waiting for a person, so that any
+//! backend process sharing the store can answer the calls and resume the run
+//! (`docs/parking.md`, "Durable turns").
+//!
+//! The records here are the turn's side: the pending calls, the check state
+//! the turn needs to go on ([`TurnSnapshot`]), and the script tool's call
+//! whose audit row is owed. The transport's part (the sealed state and the
+//! request that resumes it) travels as opaque bytes.
+
+use super::approval::ApprovalRequest;
+use super::origin::CallOrigin;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// A script run parked in the audit store, waiting for people to answer its
+/// calls. One per `(turn_id, run_id)`; resumed at most once at a time (a
+/// resume first claims it: [`AuditStore::claim_parked`](super::AuditStore::claim_parked)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParkedRun {
+    /// The turn the run belongs to.
+    pub turn_id: String,
+    /// The run.
+    pub run_id: String,
+    /// The script tool's call that started the run: its audit row is written
+    /// by whoever resumes the run to its end.
+    pub call: OwedCall,
+    /// What resumes the run on a sidecar (the transport's request, without the
+    /// state): opaque to the turn.
+    #[serde(with = "base64_bytes")]
+    pub request: Vec<u8>,
+    /// The sealed state the sidecar handed over: opaque, integrity-checked by
+    /// the sidecar that resumes it.
+    #[serde(with = "base64_bytes")]
+    pub state: Vec<u8>,
+    /// The ids of the calls the run waits on, in the order the sidecar gave them.
+    pub awaiting: Vec<String>,
+    /// The calls of `awaiting` that wait for a person.
+    pub pending: Vec<PendingCall>,
+    /// Answers to calls of `awaiting`, as they are decided and run: a call
+    /// answered here is never run again.
+    pub answered: HashMap<String, ParkedAnswer>,
+    /// Calls of the run refused so far (the run's refusal cap counts on).
+    pub refused: u32,
+    /// What the turn's checks had when the run parked.
+    pub turn: TurnSnapshot,
+    /// The application's own context for resuming (the CLI keeps its config
+    /// and demo database here); the turn does not read it.
+    pub owner: Value,
+    /// When the run parked, Unix milliseconds.
+    pub parked_at_ms: i64,
+}
+
+impl ParkedRun {
+    /// The pending call `call_id`, if the run waits on it for a person.
+    pub fn pending_call(&self, call_id: &str) -> Option<&PendingCall> {
+        self.pending.iter().find(|call| call.request.call_id == call_id)
+    }
+
+    /// The pending calls not answered yet.
+    pub fn unanswered(&self) -> impl Iterator<Item = &PendingCall> {
+        self.pending.iter().filter(|call| !self.answered.contains_key(&call.request.call_id))
+    }
+
+    /// The record as stored: JSON.
+    ///
+    /// # Errors
+    /// Never for a record built by the turn (every field has a JSON form).
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
+    /// A record read back from a store.
+    ///
+    /// # Errors
+    /// If `json` is not a parked run's record.
+    pub fn from_json(json: &str) -> Result<ParkedRun, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+}
+
+/// The script tool's call whose run parked: what its audit row needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OwedCall {
+    /// The call's id.
+    pub call_id: String,
+    /// The script tool's name.
+    pub tool: String,
+    /// The call's arguments (the script and its input).
+    pub args: Value,
+    /// Who made it.
+    pub origin: CallOrigin,
+    /// When it arrived, Unix milliseconds.
+    pub started_at_ms: i64,
+}
+
+/// A call waiting for a person's approval in a parked run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    /// What the approver is shown: the tool, its description and the exact
+    /// arguments that will be sent.
+    #[serde(with = "approval_request")]
+    pub request: ApprovalRequest,
+    /// Whether the call needs its result under a size (the run's `max_result_bytes`).
+    pub max_result_bytes: Option<u64>,
+    /// When it started waiting, Unix milliseconds: the approval wait limit
+    /// counts from here, across processes.
+    pub since_ms: i64,
+}
+
+/// How a call of a parked run was answered: what the script gets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParkedAnswer {
+    /// The tool ran and returned this value.
+    Ok(Value),
+    /// The call produced no value.
+    Failed {
+        /// The code the script gets.
+        code: String,
+        /// The message the script gets.
+        message: String,
+    },
+}
+
+/// What a turn's checks remember, carried with a parked run so the turn that
+/// resumes it goes on under the same counts: the tool-call cap, the
+/// approval cap and the repeat rule's memory, the run counter, and the time
+/// left until the deadline.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TurnSnapshot {
+    /// Slots of the turn-wide tool-call cap taken.
+    pub calls_used: u32,
+    /// Approval-required calls counted against their cap.
+    pub approval_calls: u32,
+    /// The repeat rule's memory: canonical call key → the call id it passed under.
+    pub seen: HashMap<String, String>,
+    /// Script runs the turn started.
+    pub runs: u64,
+    /// Time that was left until the turn's deadline, milliseconds; `None`
+    /// without a deadline. A resumed turn's deadline is this much after it
+    /// resumes: time parked counts toward the approval wait limit instead.
+    pub remaining_ms: Option<u64>,
+}
+
+/// Bytes as base64 text in JSON (a sealed state as a number array would triple).
+mod base64_bytes {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// An [`ApprovalRequest`] as stored (the request itself stays free of serde).
+mod approval_request {
+    use super::{ApprovalRequest, CallOrigin};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    #[derive(Serialize, Deserialize)]
+    struct Stored {
+        turn_id: String,
+        call_id: String,
+        tool: String,
+        description: String,
+        args: Value,
+        origin: CallOrigin,
+        reason: Option<String>,
+    }
+
+    pub(super) fn serialize<S: Serializer>(request: &ApprovalRequest, serializer: S) -> Result<S::Ok, S::Error> {
+        Stored {
+            turn_id: request.turn_id.clone(),
+            call_id: request.call_id.clone(),
+            tool: request.tool.clone(),
+            description: request.description.clone(),
+            args: request.args.clone(),
+            origin: request.origin.clone(),
+            reason: request.reason.clone(),
+        }
+        .serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ApprovalRequest, D::Error> {
+        let stored = Stored::deserialize(deserializer)?;
+        Ok(ApprovalRequest {
+            turn_id: stored.turn_id,
+            call_id: stored.call_id,
+            tool: stored.tool,
+            description: stored.description,
+            args: stored.args,
+            origin: stored.origin,
+            reason: stored.reason,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_parked_run_round_trips_through_its_json() {
+        let request = ApprovalRequest {
+            turn_id: "t".into(),
+            call_id: "c/3".into(),
+            tool: "send_email".into(),
+            description: "Send".into(),
+            args: json!({"to": "dana@example.com"}),
+            origin: CallOrigin::Script { run_id: "t/run-1".into(), parent_call_id: "c".into(), depth: 1 },
+            reason: Some("emails leave the company".into()),
+        };
+        let run = ParkedRun {
+            turn_id: "t".into(),
+            run_id: "t/run-1".into(),
+            call: OwedCall {
+                call_id: "c".into(),
+                tool: "run_script".into(),
+                args: json!({"code": "1"}),
+                origin: CallOrigin::Model,
+                started_at_ms: 1,
+            },
+            request: vec![0, 1, 2, 255],
+            state: vec![9; 100],
+            awaiting: vec!["c/3".into(), "c/4".into()],
+            pending: vec![PendingCall { request, max_result_bytes: Some(10), since_ms: 5 }],
+            answered: HashMap::from([("c/4".to_owned(), ParkedAnswer::Ok(json!([1])))]),
+            refused: 2,
+            turn: TurnSnapshot {
+                calls_used: 4,
+                approval_calls: 1,
+                runs: 1,
+                remaining_ms: Some(9),
+                ..Default::default()
+            },
+            owner: json!({"config": null}),
+            parked_at_ms: 7,
+        };
+        let json = run.to_json().unwrap();
+        assert!(json.contains("\"state\":\"CQkJ"), "bytes as base64: {json}");
+        assert_eq!(ParkedRun::from_json(&json).unwrap(), run);
+        assert_eq!(run.unanswered().count(), 1);
+        assert!(ParkedRun::from_json("{\"turn_id\": 1}").is_err());
+    }
+}
