@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 use tether_backend::turn::{
     Answers, ApprovalDecision, ApprovalRequest, Approver, AuditStore, AuditStoreUrl, Code, DeferredApprover, ParkedRun,
-    Resumed,
+    Resumed, unix_ms,
 };
 
 /// The pending calls of every parked run of `turn` (of every turn without
@@ -65,9 +65,7 @@ pub fn describe(run: &ParkedRun) -> String {
 }
 
 fn ago(ms: i64) -> String {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let past = u128::try_from(ms).unwrap_or(0);
-    let seconds = now.saturating_sub(past) / 1000;
+    let seconds = unix_ms(SystemTime::now()).saturating_sub(ms).max(0) / 1000;
     match seconds {
         0..60 => format!("{seconds} s ago"),
         60..3600 => format!("{} min ago", seconds / 60),
@@ -191,8 +189,7 @@ async fn resume_each(
     let store = backend.setup.audit.clone();
     let mut last = Value::Null;
     for run in runs {
-        let now = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis())
-            .unwrap_or(i64::MAX);
+        let now = unix_ms(SystemTime::now());
         let record = store.claim_parked(&run.turn_id, &run.run_id, &claimant, answer.take_over, now).await?;
         let turn = backend.setup.resume(&record.turn_id, record.turn.clone(), &backend.tools, &backend.script)?;
         eprintln!("resuming run {} of turn {} on the sidecar at {}", record.run_id, record.turn_id, backend.address);

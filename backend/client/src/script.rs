@@ -32,7 +32,7 @@ use tether_turn::ended_reason;
 use tether_turn::{ApprovalDecision, OwedCall, ParkedAnswer, ParkedRun, PendingCall, StoreError, Turn};
 use tether_turn::{CallOutcome, CallRequest, CallResult, Failure};
 use tether_turn::{ToolContext, ToolExecutor, TurnAccess};
-use tether_turn::{ToolError, ToolMeta, ToolOutput, ToolSpec};
+use tether_turn::{ToolError, ToolMeta, ToolOutput, ToolSpec, unix_ms};
 
 /// The script tool's default name.
 pub const SCRIPT_TOOL_NAME: &str = "run_script";
@@ -192,7 +192,7 @@ impl ToolExecutor for ScriptExecutor {
             tool: self.tool.name.clone(),
             args: args.clone(),
             origin: context.origin.clone(),
-            started_at_ms: now_ms(),
+            started_at_ms: unix_ms(std::time::SystemTime::now()),
         };
         let handler = ScriptCalls::new(turn, run_id, context.call_id, depth, 0);
         let outcome = self.tool.client.run(request, &handler).await;
@@ -304,7 +304,7 @@ impl ScriptTool {
             refused: handler.refused.load(Ordering::Relaxed),
             turn: handler.turn.snapshot(),
             owner: self.owner.clone(),
-            parked_at_ms: now_ms(),
+            parked_at_ms: unix_ms(std::time::SystemTime::now()),
         };
         match handler.turn.park(&run).await {
             Ok(()) => {
@@ -430,11 +430,6 @@ pub enum Resumed {
     /// The run went on: the script tool's call's result — `run_parked` if
     /// it parked again, waiting on calls made since.
     Settled(CallResult),
-}
-
-fn now_ms() -> i64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
 fn answer_of(outcome: ToolOutcome) -> ParkedAnswer {

@@ -249,8 +249,9 @@ pub fn cut(text: &str, max: usize) -> (String, bool) {
     (text[..end].to_owned(), true)
 }
 
-/// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub(crate) fn unix_ms(at: std::time::SystemTime) -> i64 {
+/// Milliseconds since the Unix epoch (0 if the clock is before it): the
+/// time every record and parked run is stamped with.
+pub fn unix_ms(at: std::time::SystemTime) -> i64 {
     at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 

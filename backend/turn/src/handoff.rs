@@ -151,8 +151,7 @@ impl Turn {
             return Err(Failure::new(&ended_reason(code), Step::Approval));
         }
         let wait = self.inner.limits.approval_timeout;
-        let waited = unix_ms(SystemTime::now()).saturating_sub(pending.since_ms);
-        let in_time = u128::try_from(waited).unwrap_or(0) <= wait.as_millis();
+        let in_time = waited(pending) <= wait;
         match decision {
             Some(decision) if in_time => self.settle_decision(name, decision, guard)?,
             _ => {
@@ -218,9 +217,14 @@ impl Turn {
 
     /// How long a call of a parked run may still wait for its answer.
     pub fn approval_left(&self, pending: &PendingCall) -> Duration {
-        let waited = unix_ms(SystemTime::now()).saturating_sub(pending.since_ms);
-        self.inner.limits.approval_timeout.saturating_sub(Duration::from_millis(u64::try_from(waited).unwrap_or(0)))
+        self.inner.limits.approval_timeout.saturating_sub(waited(pending))
     }
+}
+
+/// How long `pending` has waited for its answer, across processes.
+fn waited(pending: &PendingCall) -> Duration {
+    let ms = unix_ms(SystemTime::now()).saturating_sub(pending.since_ms);
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 #[cfg(test)]

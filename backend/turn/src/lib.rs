@@ -60,7 +60,7 @@ pub use approval::{
 };
 pub use audit::{
     AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, IDENTITY_COLUMNS, LedgerEntry, LedgerState, Redactor,
-    TRUNCATED_KEY, cut, record_args,
+    TRUNCATED_KEY, cut, record_args, unix_ms,
 };
 pub use budget::{CallBudget, Reservation};
 pub use builder::{TurnBuilder, new_turn_id};
