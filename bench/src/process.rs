@@ -1,5 +1,6 @@
 //! A real `tether-sidecar` process for the load and soak commands, and what
-//! `/proc` says about it: resident memory, open file descriptors, threads.
+//! `/proc` says about it: resident memory, open file descriptors, threads;
+//! and its Prometheus metrics, when started with `--metrics-listen`.
 
 use anyhow::{Context, bail};
 use std::io::{BufRead, BufReader};
@@ -7,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tether_backend::{CallHandler, ScriptCall, SidecarClient, ToolOutcome};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Answers `echo` with its `i` argument: the tool of the load and soak scripts.
 pub(crate) struct Echo;
@@ -42,12 +44,15 @@ pub(crate) struct SidecarProcess {
     pub(crate) url: String,
     /// `unix:PATH`, when started with `--socket PATH`.
     pub(crate) unix_url: Option<String>,
+    /// `HOST:PORT` of its metrics endpoint, when started with `--metrics-listen`.
+    metrics_address: Option<String>,
 }
 
 impl SidecarProcess {
     /// Starts `binary` on `127.0.0.1:0` with `args` (logs to stderr at
     /// `warn`), and waits until it announces its TCP listener (and its Unix
-    /// socket, when `args` give `--socket`).
+    /// socket, when `args` give `--socket`, and its metrics endpoint, when
+    /// they give `--metrics-listen`).
     pub(crate) fn start(binary: &Path, args: &[String]) -> anyhow::Result<SidecarProcess> {
         let mut child = Command::new(binary)
             // Loopback only, and only for the duration of the command.
@@ -59,11 +64,16 @@ impl SidecarProcess {
             .with_context(|| format!("cannot start `{}`", binary.display()))?;
         let stdout = child.stdout.take().context("the sidecar's stdout")?;
         let mut lines = BufReader::new(stdout).lines();
-        let wants_unix = args.iter().any(|arg| arg == "--socket");
-        let (mut address, mut unix_url) = (None, None);
-        while address.is_none() || (wants_unix && unix_url.is_none()) {
+        let wants = |flag: &str| args.iter().any(|arg| arg == flag);
+        let (wants_unix, wants_metrics) = (wants("--socket"), wants("--metrics-listen"));
+        let (mut address, mut unix_url, mut metrics_address) = (None, None, None);
+        while address.is_none() || (wants_unix && unix_url.is_none()) || (wants_metrics && metrics_address.is_none()) {
             let Some(line) = lines.next() else { bail!("the sidecar exited before listening") };
-            match line?.strip_prefix("listening on ") {
+            let line = line?;
+            if let Some(metrics) = line.strip_prefix("metrics listening on http://") {
+                metrics_address = Some(metrics.trim_end_matches("/metrics").to_owned());
+            }
+            match line.strip_prefix("listening on ") {
                 Some(unix) if unix.starts_with("unix:") => unix_url = Some(unix.to_owned()),
                 Some(tcp) => address = Some(tcp.to_owned()),
                 None => {}
@@ -72,7 +82,7 @@ impl SidecarProcess {
         // Keep reading stdout so the sidecar never meets a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         let address = address.unwrap_or_default();
-        Ok(SidecarProcess { child, url: format!("http://{address}"), unix_url })
+        Ok(SidecarProcess { child, url: format!("http://{address}"), unix_url, metrics_address })
     }
 
     /// A client on a new connection, once the sidecar admits runs (it
@@ -95,6 +105,30 @@ impl SidecarProcess {
         let client = SidecarClient::connect(url).await.with_context(|| format!("cannot reach the sidecar at {url}"))?;
         client.wait_ready(Duration::from_secs(300)).await?;
         Ok(client)
+    }
+
+    /// Its Prometheus metrics now (`GET /metrics`), as text.
+    ///
+    /// # Errors
+    /// If it was started without `--metrics-listen`, or the endpoint does
+    /// not answer 200.
+    pub(crate) async fn metrics(&self) -> anyhow::Result<String> {
+        let address = self.metrics_address.as_deref().context("the sidecar was started without --metrics-listen")?;
+        let mut stream = tokio::net::TcpStream::connect(address)
+            .await
+            .with_context(|| format!("cannot reach the metrics endpoint at {address}"))?;
+        let request = format!("GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.context("asking for the metrics")?;
+        // The endpoint sends a whole body with its length, and closes.
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.context("reading the metrics")?;
+        let (head, body) = response.split_once("\r\n\r\n").context("a metrics response with no header end")?;
+        anyhow::ensure!(
+            head.starts_with("HTTP/1.1 200"),
+            "the metrics endpoint answered `{}`",
+            head.lines().next().unwrap_or("")
+        );
+        Ok(body.to_owned())
     }
 
     /// What `/proc` says about the process now.

@@ -19,6 +19,24 @@ create_exception!(
 );
 create_exception!(_native, SidecarUnavailable, TetherError, "No sidecar could be started or reached to run scripts.");
 create_exception!(_native, AuditStoreError, TetherError, "The audit store cannot be opened or read.");
+create_exception!(
+    _native,
+    NotWaiting,
+    TetherError,
+    "Nothing of the turn waits for an answer in the audit store, or not the call named (`tether.answer`)."
+);
+create_exception!(
+    _native,
+    RunClaimed,
+    TetherError,
+    "Another process is resuming the parked run (`tether.answer`); `take_over=True` resumes it once that process is gone."
+);
+create_exception!(
+    _native,
+    ResumeInterrupted,
+    TetherError,
+    "A resumed run did not reach its end (its sidecar went away or refused it): it is parked again with every answer; answer again to resume it."
+);
 
 /// A Rust error as the exception of its kind.
 pub(crate) fn config(error: impl std::fmt::Display) -> PyErr {
@@ -33,4 +51,9 @@ pub(crate) fn sidecar(error: impl std::fmt::Display) -> PyErr {
 /// A store error as [`AuditStoreError`].
 pub(crate) fn store(error: impl std::fmt::Display) -> PyErr {
     AuditStoreError::new_err(error.to_string())
+}
+
+/// Why nothing can be answered as asked, as [`NotWaiting`].
+pub(crate) fn not_waiting(message: impl std::fmt::Display) -> PyErr {
+    NotWaiting::new_err(message.to_string())
 }

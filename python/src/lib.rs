@@ -5,6 +5,10 @@
 //!
 //! Where things are:
 //! - `turn`: `Turn` — open, execute through the one path, cancel, records
+//! - `kit`: what every turn is equipped with (tools, approver, store,
+//!   limits, `run_script`), for a new turn and a resumed one alike
+//! - `parked`: `pending` and `answer` — parked runs' calls, answered from
+//!   any process
 //! - `tool`: Python tools — their spec and metadata, and their executor
 //! - `approver`: a Python approver
 //! - `events`: call events delivered to Python in order
@@ -28,6 +32,8 @@ mod error;
 mod events;
 mod gil;
 mod invoke;
+mod kit;
+mod parked;
 mod sidecar;
 mod tool;
 mod turn;
@@ -37,7 +43,10 @@ use pyo3::prelude::*;
 /// The address of the process's embedded sidecar, starting it if needed.
 #[pyfunction]
 fn embedded_sidecar(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    awaitable::awaitable(py, async { Ok(sidecar::embedded().await.map_err(error::sidecar)?.url()) })
+    awaitable::awaitable(py, async {
+        let parking = sidecar::Parking::default();
+        Ok(sidecar::embedded(&parking).await.map_err(sidecar::WhereError::into_py)?.url())
+    })
 }
 
 /// Runs the embedded sidecar has in progress, or `None` if it was not started.
@@ -55,9 +64,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", py.get_type::<error::ConfigError>())?;
     m.add("SidecarUnavailable", py.get_type::<error::SidecarUnavailable>())?;
     m.add("AuditStoreError", py.get_type::<error::AuditStoreError>())?;
+    m.add("NotWaiting", py.get_type::<error::NotWaiting>())?;
+    m.add("RunClaimed", py.get_type::<error::RunClaimed>())?;
+    m.add("ResumeInterrupted", py.get_type::<error::ResumeInterrupted>())?;
     m.add_class::<turn::NativeTurn>()?;
     m.add_function(wrap_pyfunction!(codes::codes, m)?)?;
     m.add_function(wrap_pyfunction!(turn::read_audit_log, m)?)?;
+    m.add_function(wrap_pyfunction!(parked::pending, m)?)?;
+    m.add_function(wrap_pyfunction!(parked::answer, m)?)?;
     m.add_function(wrap_pyfunction!(embedded_sidecar, m)?)?;
     m.add_function(wrap_pyfunction!(embedded_live_runs, m)?)?;
     m.add_function(wrap_pyfunction!(gil::quiesce, m)?)?;

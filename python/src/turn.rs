@@ -6,150 +6,41 @@
 //! cancelled with it: cancelling the Python task drops the call (and the
 //! script's stream, so the script ends).
 
-use crate::approver::PyApprover;
 use crate::awaitable::awaitable;
 use crate::error;
 use crate::events::{self, Forwarder};
-use crate::sidecar;
-use crate::tool::{PyToolExecutor, spec_from_json};
+use crate::kit::{Decider, Plan};
 use pyo3::prelude::*;
-use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
-use tether_client::ScriptTool;
 use tether_stores::AuditStoreUrl;
-use tether_turn::{
-    CallOrigin, CallRequest, PolicyApprover, StoreError, ToolSpec, Turn, TurnError, TurnLimits, new_turn_id,
-};
+use tether_turn::{CallOrigin, CallRequest, StoreError, Turn, TurnError, new_turn_id};
 
-/// The limits a Python turn may set (`Turn.open(limits=…)`); each maps to
-/// one [`TurnLimits`] field and has its default.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct LimitsJson {
-    max_tool_calls: Option<u32>,
-    max_approval_calls: Option<u32>,
-    /// Seconds.
-    approval_timeout: Option<f64>,
-    /// Seconds.
-    default_tool_time_limit: Option<f64>,
-    audit_args_bytes: Option<usize>,
-    capture_payloads: Option<bool>,
-    max_depth: Option<u32>,
-    max_refused_script_calls: Option<u32>,
-    max_result_bytes: Option<u64>,
-    /// Seconds from now: the turn's deadline.
-    deadline: Option<f64>,
-    /// Seconds: the time limit of `run_script`.
-    script_time_limit: Option<f64>,
-}
-
-fn seconds(name: &str, secs: f64) -> PyResult<Duration> {
-    if secs.is_finite() && secs > 0.0 {
-        Ok(Duration::from_secs_f64(secs))
-    } else {
-        Err(error::config(format!("limit `{name}` is `{secs}`; give a positive number of seconds")))
+/// Builds and opens a new turn from `plan`: id `id` (`None`: a new unique
+/// one, [`new_turn_id`]), its events delivered to `deliver`.
+async fn open(plan: Plan, id: Option<String>, deliver: Option<Py<PyAny>>) -> PyResult<NativeTurn> {
+    let store = plan.audit.open().await.map_err(error::store)?;
+    let durable = matches!(plan.decider, Decider::Later);
+    let kit = plan.kit(store, durable).await?;
+    let mut builder = kit.equip(Turn::builder(id.unwrap_or_else(new_turn_id)));
+    if let Some(after) = kit.limits.deadline {
+        builder = builder.deadline_in(after);
     }
-}
-
-impl LimitsJson {
-    fn parse(json: &str) -> PyResult<LimitsJson> {
-        serde_json::from_str(json).map_err(|e| error::config(format!("the turn's limits are not valid: {e}")))
-    }
-
-    fn turn_limits(&self) -> PyResult<TurnLimits> {
-        let mut limits = TurnLimits::default();
-        let d = &mut limits;
-        if let Some(v) = self.max_tool_calls {
-            d.max_tool_calls = v
+    let forwarder = match deliver {
+        Some(deliver) => {
+            let (sink, task) = events::forward(deliver);
+            builder = builder.events(Arc::new(sink));
+            Some(task)
         }
-        if let Some(v) = self.max_approval_calls {
-            d.max_approval_calls = v
-        }
-        if let Some(v) = self.approval_timeout {
-            d.approval_timeout = seconds("approval_timeout", v)?
-        }
-        if let Some(v) = self.default_tool_time_limit {
-            d.default_tool_time_limit = seconds("default_tool_time_limit", v)?
-        }
-        if let Some(v) = self.audit_args_bytes {
-            d.audit_args_bytes = v
-        }
-        if let Some(v) = self.capture_payloads {
-            d.capture_payloads = v
-        }
-        if let Some(v) = self.max_depth {
-            d.max_depth = v
-        }
-        if let Some(v) = self.max_refused_script_calls {
-            d.max_refused_script_calls = v
-        }
-        if self.max_result_bytes.is_some() {
-            d.max_result_bytes = self.max_result_bytes
-        }
-        Ok(limits)
-    }
-}
-
-/// Everything `Turn.open` was given, checked before anything starts.
-struct Plan {
-    /// `None`: a new unique id ([`new_turn_id`]).
-    id: Option<String>,
-    tools: Vec<(ToolSpec, Py<PyAny>)>,
-    approver: Option<Py<PyAny>>,
-    audit: AuditStoreUrl,
-    sidecar: Option<String>,
-    token: Option<String>,
-    limits: TurnLimits,
-    deadline: Option<Duration>,
-    script_time_limit: Option<Duration>,
-    deliver: Option<Py<PyAny>>,
-    /// The model reads an unexpected exception's text, not only its type.
-    verbatim_tool_errors: bool,
-}
-
-impl Plan {
-    async fn build(self) -> PyResult<NativeTurn> {
-        let store = self.audit.open().await.map_err(error::store)?;
-        let id = self.id.unwrap_or_else(new_turn_id);
-        let mut builder = Turn::builder(id).limits(self.limits).audit_store(store);
-        builder = match self.approver {
-            Some(decide) => builder.approver(Arc::new(PyApprover::new(decide))),
-            // Without an approver, approval-required calls are denied.
-            None => builder.approver(Arc::new(PolicyApprover::deny_all())),
-        };
-        if let Some(after) = self.deadline {
-            builder = builder.deadline_in(after);
-        }
-        let forwarder = match self.deliver {
-            Some(deliver) => {
-                let (sink, task) = events::forward(deliver);
-                builder = builder.events(Arc::new(sink));
-                Some(task)
-            }
-            None => None,
-        };
-        for (spec, invoke) in self.tools {
-            let executor = PyToolExecutor::new(spec.name.clone(), invoke, self.verbatim_tool_errors);
-            builder = builder.tool(spec, executor);
-        }
-        if let Some(address) = &self.sidecar {
-            let client = sidecar::connect(address, self.token).await.map_err(error::sidecar)?;
-            let mut script = ScriptTool::new(client);
-            if let Some(limit) = self.script_time_limit {
-                script = script.time_limit(limit);
-            }
-            builder = builder.add_tool(script.into_tool().map_err(error::config)?);
-        }
-        // Opened: the id is claimed in the store, and one it holds is refused.
-        let turn = builder.open().await.map_err(|e| match e {
-            TurnError::Store(StoreError::TurnTaken { .. }) => error::config(e),
-            TurnError::Store(other) => error::store(other),
-            other => error::config(other),
-        })?;
-        Ok(NativeTurn { turn, forwarder })
-    }
+        None => None,
+    };
+    // Opened: the id is claimed in the store, and one it holds is refused.
+    let turn = builder.open().await.map_err(|e| match e {
+        TurnError::Store(StoreError::TurnTaken { .. }) => error::config(e),
+        TurnError::Store(other) => error::store(other),
+        other => error::config(other),
+    })?;
+    Ok(NativeTurn { turn, forwarder })
 }
 
 /// A turn; Python code uses it through `tether.Turn`.
@@ -160,7 +51,7 @@ pub(crate) struct NativeTurn {
     forwarder: Option<Forwarder>,
 }
 
-fn json_text(value: &Value) -> String {
+pub(crate) fn json_text(value: &Value) -> String {
     value.to_string()
 }
 
@@ -168,12 +59,14 @@ fn json_text(value: &Value) -> String {
 impl NativeTurn {
     /// Builds and opens a turn: `turn_id` (`None`: a new unique one; one the
     /// audit store already holds raises `ConfigError`), `tools` are `(spec JSON, invoke)` pairs, `approver`
-    /// an `async def decide(request_json)`, `audit` a store URL, `sidecar`
-    /// an address, `"embedded"` or `None` (no `run_script`), `limits` JSON,
+    /// an `async def decide(request_json)` (`None`: `tether.LATER`, a person
+    /// answers later from any process), `audit` a store URL, `sidecar`
+    /// an address, `"embedded"` or `None` (no `run_script`), `park_key_file`
+    /// the embedded sidecar's key file, `limits` JSON,
     /// `deliver` the event hub's callable, `verbatim_tool_errors` whether
     /// the model reads an unexpected exception's text (else its type only).
     #[staticmethod]
-    #[pyo3(signature = (turn_id, tools, approver, audit, sidecar, token, limits, deliver, verbatim_tool_errors))]
+    #[pyo3(signature = (turn_id, tools, approver, audit, sidecar, token, park_key_file, limits, deliver, verbatim_tool_errors))]
     #[allow(clippy::too_many_arguments)]
     fn open<'py>(
         py: Python<'py>,
@@ -183,29 +76,13 @@ impl NativeTurn {
         audit: String,
         sidecar: Option<String>,
         token: Option<String>,
+        park_key_file: Option<String>,
         limits: String,
         deliver: Option<Py<PyAny>>,
         verbatim_tool_errors: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let limits = LimitsJson::parse(&limits)?;
-        let tools = tools
-            .into_iter()
-            .map(|(spec, invoke)| Ok((spec_from_json(&spec).map_err(error::config)?, invoke)))
-            .collect::<PyResult<Vec<_>>>()?;
-        let plan = Plan {
-            id: turn_id,
-            tools,
-            approver,
-            audit: AuditStoreUrl::parse(&audit).map_err(error::store)?,
-            sidecar,
-            token,
-            limits: limits.turn_limits()?,
-            deadline: limits.deadline.map(|d| seconds("deadline", d)).transpose()?,
-            script_time_limit: limits.script_time_limit.map(|d| seconds("script_time_limit", d)).transpose()?,
-            deliver,
-            verbatim_tool_errors,
-        };
-        awaitable(py, plan.build())
+        let plan = Plan::read(tools, approver, &audit, sidecar, token, park_key_file, &limits, verbatim_tool_errors)?;
+        awaitable(py, open(plan, turn_id, deliver))
     }
 
     /// The turn's id.

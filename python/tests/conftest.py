@@ -1,5 +1,6 @@
 """Shared fixtures: the package (built by `./x test`), the demo world's
-tools in Python, and a `tether-sidecar` process on a Unix socket."""
+tools in Python, a `tether-sidecar` process on a Unix socket, and the park
+key file every embedded sidecar of the session seals parked runs with."""
 
 from __future__ import annotations
 
@@ -54,6 +55,19 @@ def wait_ready(socket: Path, process: subprocess.Popen) -> None:
             if process.poll() is not None:
                 break
     pytest.fail(f"the sidecar at {socket} never became ready (exit code {process.poll()})")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def park_key_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The park key file of the session (`$TETHER_PARK_KEY_FILE`), in a
+    temporary directory: the embedded sidecar is one per process and its key
+    is fixed when it starts, so it is set before any test starts one, and
+    the processes the tests start inherit it (they resume what this one
+    parked)."""
+    path = tmp_path_factory.mktemp("park") / "park.key"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TETHER_PARK_KEY_FILE", str(path))
+        yield path
 
 
 @pytest.fixture(scope="session")

@@ -17,22 +17,52 @@ See ``python/README.md``.
 import atexit as _atexit
 
 from . import _native, codes
-from ._native import AuditStoreError, ConfigError, SidecarUnavailable, TetherError, __version__
+from ._native import (
+    AuditStoreError,
+    ConfigError,
+    NotWaiting,
+    ResumeInterrupted,
+    RunClaimed,
+    SidecarUnavailable,
+    TetherError,
+    __version__,
+)
+from ._parked import ParkedRun, PendingCall, Resumed, answer, pending
 from ._records import ApprovalRequest, AuditRow, CallError, CallResult, Decision, LedgerRow, ToolEvent
 from ._tools import ApprovalPredicate, Tool, ToolError, make_tool, tool
-from ._turn import EMBEDDED, ScriptTool, Turn, TurnClosed, TurnOptions, embedded_sidecar, read_audit_log
+from ._turn import (
+    EMBEDDED,
+    LATER,
+    ApproverLike,
+    Later,
+    ScriptTool,
+    Turn,
+    TurnClosed,
+    TurnOptions,
+    embedded_sidecar,
+    read_audit_log,
+)
 
 __all__ = [
     "EMBEDDED",
+    "LATER",
     "ApprovalPredicate",
     "ApprovalRequest",
+    "ApproverLike",
     "AuditRow",
     "AuditStoreError",
     "CallError",
     "CallResult",
     "ConfigError",
     "Decision",
+    "Later",
     "LedgerRow",
+    "NotWaiting",
+    "ParkedRun",
+    "PendingCall",
+    "Resumed",
+    "ResumeInterrupted",
+    "RunClaimed",
     "ScriptTool",
     "SidecarUnavailable",
     "TetherError",
@@ -43,9 +73,11 @@ __all__ = [
     "TurnClosed",
     "TurnOptions",
     "__version__",
+    "answer",
     "codes",
     "embedded_sidecar",
     "make_tool",
+    "pending",
     "read_audit_log",
     "tool",
 ]

@@ -19,9 +19,21 @@ class SidecarUnavailable(TetherError):
 class AuditStoreError(TetherError):
     """The audit store cannot be opened or read."""
 
+class NotWaiting(TetherError):
+    """Nothing of the turn waits for an answer in the audit store, or not the call named (`tether.answer`)."""
+
+class RunClaimed(TetherError):
+    """Another process is resuming the parked run (`tether.answer`); `take_over=True` resumes it once that process is gone."""
+
+class ResumeInterrupted(TetherError):
+    """A resumed run did not reach its end (its sidecar went away or refused it): it is parked again with every answer; answer again to resume it."""
+
 class Turn:
     """The backend's turn. Every awaitable runs with the GIL released and is
-    cancelled with the task that awaits it."""
+    cancelled with the task that awaits it. ``open``'s ``approver`` is the
+    approval bridge's ``decide``, or ``None`` for ``tether.LATER`` (the
+    Rust ``DeferredApprover``: a waiting script run is parked in the audit
+    store)."""
 
     @staticmethod
     def open(
@@ -31,6 +43,7 @@ class Turn:
         audit: str,
         sidecar: Optional[str],
         token: Optional[str],
+        park_key_file: Optional[str],
         limits: str,
         deliver: Optional[Callable[[str], None]],
         verbatim_tool_errors: bool,
@@ -53,6 +66,25 @@ def codes() -> List[Tuple[str, str, bool, bool]]:
     """``(code, display_name, tool_ran, is_cap)`` for every code, from ``tether-codes``."""
 
 def read_audit_log(url: str, turn_id: str) -> Awaitable[str]: ...
+def pending(audit: str, turn_id: Optional[str] = None) -> Awaitable[str]:
+    """The parked runs of the store (of one turn) with the calls they wait on, as JSON text."""
+def answer(
+    turn_id: str,
+    approve: bool,
+    call_id: Optional[str],
+    decided_by: str,
+    reason: Optional[str],
+    tools: Sequence[Tuple[str, Callable[[str], Awaitable[Tuple[Any, ...]]]]],
+    approver: Optional[Callable[[str], Awaitable[Tuple[bool, str, Optional[str]]]]],
+    audit: str,
+    sidecar: Optional[str],
+    token: Optional[str],
+    take_over: bool,
+    park_key_file: Optional[str],
+    limits: str,
+    verbatim_tool_errors: bool,
+) -> Awaitable[str]:
+    """Answers a turn's waiting calls and resumes the parked runs they free: JSON text."""
 def embedded_sidecar() -> Awaitable[str]: ...
 def embedded_live_runs() -> Optional[int]: ...
 def quiesce() -> None:

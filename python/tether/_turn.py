@@ -38,6 +38,32 @@ EMBEDDED = _native.EMBEDDED
 Approver = Callable[[ApprovalRequest], Union[bool, Decision, Awaitable[Union[bool, Decision]]]]
 EventCallback = Callable[[ToolEvent], Any]
 
+
+class Later:
+    """The type of :data:`LATER`: its one value."""
+
+    _the: Optional["Later"] = None
+
+    def __new__(cls) -> "Later":
+        if cls._the is None:
+            cls._the = super().__new__(cls)
+        return cls._the
+
+    def __repr__(self) -> str:
+        return "tether.LATER"
+
+
+#: ``Turn.open(approver=tether.LATER)``: calls that need approval are
+#: answered later, by a person, from any process (:func:`tether.answer`). A
+#: script whose run waits on such calls is handed to the audit store with
+#: them, and its ``run_script`` call ends with ``run_parked``
+#: (``docs/parking.md``, "Durable turns").
+LATER = Later()
+
+#: Who decides a turn's calls that need approval: an :data:`Approver`,
+#: :data:`LATER`, or ``None`` (they are denied).
+ApproverLike = Union[Approver, Later, None]
+
 class TurnClosed(_native.TetherError):
     """Raised by :meth:`Turn.execute` (and ``run_script``, :meth:`Turn.activate`)
     once the turn is closed: a closed turn runs nothing and writes no row.
@@ -84,6 +110,30 @@ class _ApproverBridge:
         if isinstance(answer, Decision):
             return (answer.approved, answer.decided_by, answer.reason)
         raise TypeError(f"an approver returns True, False or tether.Decision, not {type(answer).__name__}")
+
+
+def _native_approver(approver: ApproverLike, tools: List[Tool]) -> Optional[Callable[[str], Awaitable[Tuple[bool, str, Optional[str]]]]]:
+    """What the extension is given for ``approver``: the bridge's ``decide``,
+    or ``None`` for :data:`LATER` (the Rust ``DeferredApprover``).
+    :class:`tether.ConfigError` for :data:`LATER` with a tool whose
+    ``requires_approval`` is a predicate: a predicate runs in this process,
+    and a deferred call is decided in another."""
+    predicates = {t.name: t.requires_approval for t in tools if callable(t.requires_approval)}
+    if isinstance(approver, Later):
+        if predicates:
+            names = ", ".join(f"`{name}`" for name in sorted(predicates))
+            raise _native.ConfigError(
+                f"`approver=tether.LATER` cannot be combined with a `requires_approval` predicate (tool {names}):"
+                " a call waiting for a person is answered in another process, where the predicate cannot run;"
+                " make it `requires_approval=True`, or decide in this process with an approver function"
+            )
+        return None
+    return _ApproverBridge(approver, predicates).decide
+
+
+def _limits_json(**limits: Any) -> str:
+    """The turn's limits as the extension reads them (those given)."""
+    return json.dumps({k: v for k, v in limits.items() if v is not None})
 
 
 class _EventHub:
@@ -135,10 +185,11 @@ class TurnOptions(TypedDict, total=False):
     on (the adapters' ``open_turn(tools, **options)``): each is typed and
     documented as there. A test holds the two lists equal."""
 
-    approver: Optional[Approver]
+    approver: ApproverLike
     audit: str
     sidecar: Optional[str]
     token: Optional[str]
+    park_key_file: Optional[str]
     turn_id: Optional[str]
     on_event: Optional[EventCallback]
     max_tool_calls: Optional[int]
@@ -196,10 +247,11 @@ class Turn:
     def open(
         tools: Iterable[ToolLike] = (),
         *,
-        approver: Optional[Approver] = None,
+        approver: ApproverLike = None,
         audit: str = "memory:",
         sidecar: Optional[str] = EMBEDDED,
         token: Optional[str] = None,
+        park_key_file: Optional[str] = None,
         turn_id: Optional[str] = None,
         on_event: Optional[EventCallback] = None,
         max_tool_calls: Optional[int] = None,
@@ -222,12 +274,23 @@ class Turn:
         - ``approver``: decides calls that need approval; gets an
           :class:`ApprovalRequest`, returns ``bool`` or :class:`Decision`
           (or awaits one). Without one, such calls are denied.
+          :data:`tether.LATER`: a person answers them later, from any
+          process (:func:`tether.answer`); a script waiting on them is
+          parked in the audit store (which must then be ``sqlite:`` or
+          PostgreSQL) and its ``run_script`` call ends ``run_parked``.
         - ``audit``: where audit rows and the effect ledger go:
           ``sqlite:PATH`` (or a path), ``postgres://…``, or ``memory:``.
         - ``sidecar``: where ``run_script`` runs scripts: ``"embedded"`` (a
           sidecar in this process), ``"unix:/path"``, ``"http://host:port"``,
           or ``None`` for no ``run_script``. ``token`` (default
           ``$TETHER_TOKEN``): the bearer token a TCP sidecar asks for.
+        - ``park_key_file`` (default ``$TETHER_PARK_KEY_FILE``, else, with
+          :data:`LATER`, ``$XDG_STATE_HOME/tether/park.key``, made on first
+          use, mode 0600): the file of the key the embedded sidecar seals
+          parked runs with, so another process with the same file (or the
+          ``tether`` CLI) resumes them. The embedded sidecar is one per
+          process and its key is fixed when it starts: a later turn that
+          needs another key raises :class:`tether.ConfigError`.
         - ``turn_id``: the id of the turn's audit rows; by default a new one,
           unique across processes and hosts (``turn-<UUID v7>``). An id the
           audit store already holds raises :class:`tether.ConfigError`.
@@ -252,33 +315,33 @@ class Turn:
         Raises :class:`tether.ConfigError`, :class:`tether.AuditStoreError`
         or :class:`tether.SidecarUnavailable` when the turn cannot be built.
         """
-        limits = {
-            "max_tool_calls": max_tool_calls,
-            "max_approval_calls": max_approval_calls,
-            "approval_timeout": approval_timeout,
-            "default_tool_time_limit": default_tool_time_limit,
-            "audit_args_bytes": audit_args_bytes,
-            "capture_payloads": capture_payloads,
-            "max_depth": max_depth,
-            "max_refused_script_calls": max_refused_script_calls,
-            "max_result_bytes": max_result_bytes,
-            "deadline": deadline,
-            "script_time_limit": script_time_limit,
-        }
+        limits = _limits_json(
+            max_tool_calls=max_tool_calls,
+            max_approval_calls=max_approval_calls,
+            approval_timeout=approval_timeout,
+            default_tool_time_limit=default_tool_time_limit,
+            audit_args_bytes=audit_args_bytes,
+            capture_payloads=capture_payloads,
+            max_depth=max_depth,
+            max_refused_script_calls=max_refused_script_calls,
+            max_result_bytes=max_result_bytes,
+            deadline=deadline,
+            script_time_limit=script_time_limit,
+        )
         made = [make_tool(t) for t in tools]
         hub = _EventHub(on_event)
-        predicates = {t.name: t.requires_approval for t in made if callable(t.requires_approval)}
-        bridge = _ApproverBridge(approver, predicates)
+        decide = _native_approver(approver, made)
 
         async def build() -> Turn:
             native = await _native.Turn.open(
                 turn_id,  # None: the turn gets a new unique id (`turn-<UUID v7>`)
                 [(t.spec_json(), t._invoke) for t in made],
-                bridge.decide,
+                decide,
                 audit,
                 sidecar,
-                token if token is not None else (os.environ.get("TETHER_TOKEN") or None),
-                json.dumps({k: v for k, v in limits.items() if v is not None}),
+                _token(token),
+                park_key_file,
+                limits,
                 hub.deliver,
                 bool(verbatim_tool_errors),
             )
@@ -387,6 +450,11 @@ class Turn:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+
+def _token(token: Optional[str]) -> Optional[str]:
+    """``token``, else ``$TETHER_TOKEN`` (unset or empty: none)."""
+    return token if token is not None else (os.environ.get("TETHER_TOKEN") or None)
 
 
 class _Opening:

@@ -75,7 +75,7 @@ pub use harden::{HardenError, HardenReport, Hardening, RunAs};
 pub use health::{LIVENESS_SERVICE, READINESS_SERVICES};
 pub use lifecycle::{DrainReport, Phase};
 pub use module_cache::{CacheDirError, claim_cache_dir, default_cache_dir, default_cache_dir_for_user};
-pub use park::{ParkKey, ShortParkKey};
+pub use park::{ParkKey, ParkKeyFileError, ShortParkKey, default_park_key_file};
 pub use server::{Sidecar, SidecarError};
 pub use service::SidecarService;
 pub use signals::ShutdownSignals;

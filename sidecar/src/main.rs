@@ -288,9 +288,7 @@ fn access(args: &Args) -> anyhow::Result<Access> {
 /// The park key read from `path`, if one is given.
 fn park_key(path: Option<&std::path::Path>) -> anyhow::Result<Option<ParkKey>> {
     let Some(path) = path else { return Ok(None) };
-    let secret = std::fs::read(path).with_context(|| format!("cannot read the park key file `{}`", path.display()))?;
-    let key = ParkKey::from_secret(&secret).with_context(|| format!("the park key file `{}`", path.display()))?;
-    Ok(Some(key))
+    Ok(Some(ParkKey::from_file(path)?))
 }
 
 /// `seconds` as a duration above zero, or an error naming `flag`.

@@ -37,6 +37,9 @@ const MAX_BODY_BYTES: usize = 64 << 20;
 
 type Seal = Hmac<sha2_hmac::Sha256>;
 
+mod key_file;
+pub use key_file::{ParkKeyFileError, default_park_key_file};
+
 /// The key that seals parked states. Every sidecar that may resume another's
 /// parked runs needs the same key (`--park-key-file`); one made at random
 /// ([`ParkKey::random`], the default) seals states only this process can

@@ -22,7 +22,6 @@ pub mod demo;
 pub mod demo_db;
 pub mod embedded;
 pub mod listing;
-pub mod park_key;
 pub mod parked;
 pub mod terminal;
 pub mod turn;

@@ -124,6 +124,20 @@ enum Command {
     /// Deny calls a parked run waits on, and resume the run to its end: the
     /// script gets `approval_denied` for each.
     Deny(AnswerArgs),
+    /// Answer the calls parked runs have waited on past the approval wait
+    /// limit (`approval_timeout`): each is audited as timed out, and its
+    /// script gets that failure value and goes on to its end.
+    Expire {
+        /// Only this turn's (default: every turn in the store).
+        #[arg(long)]
+        turn: Option<String>,
+        /// Resume runs another process claimed and never finished.
+        #[arg(long)]
+        take_over: bool,
+        /// The tools' configuration (default: the one each run parked with).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 /// Which waiting calls `approve` and `deny` answer.
@@ -155,9 +169,9 @@ struct AnswerArgs {
 }
 
 impl AnswerArgs {
-    fn answer(&self, approve: bool) -> parked::Answer {
+    fn answer(&self, verdict: parked::Verdict) -> parked::Answer {
         parked::Answer {
-            approve,
+            verdict,
             turn: self.turn.clone(),
             call: self.call.clone(),
             all: self.all,
@@ -221,12 +235,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Approve(which) => {
-            let outcome = parked::answer(&cli.backend, which.answer(true)).await?;
+            let outcome = parked::answer(&cli.backend, which.answer(parked::Verdict::Approve)).await?;
             print_outcome(&outcome, "the script did not complete")
         }
         Command::Deny(which) => {
-            let outcome = parked::answer(&cli.backend, which.answer(false)).await?;
+            let outcome = parked::answer(&cli.backend, which.answer(parked::Verdict::Deny)).await?;
             print_outcome(&outcome, "the script did not complete")
+        }
+        Command::Expire { turn, take_over, config } => {
+            let outcomes = parked::expire(&cli.backend, turn.as_deref(), *take_over, config.clone()).await?;
+            println!("{}", serde_json::to_string_pretty(&outcomes)?);
+            Ok(())
         }
         Command::Chat { .. } | Command::Ask { .. } if cli.backend.approval == Some(Approval::Later) => {
             anyhow::bail!(

@@ -1,4 +1,4 @@
-//! `tether pending`, `tether approve` and `tether deny`: the calls that
+//! `tether pending`, `tether approve`, `deny` and `expire`: the calls that
 //! parked runs wait on, read from the audit store and answered from any
 //! process — the one that parked them may be long gone (`docs/parking.md`,
 //! "Durable turns").
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 use tether_backend::turn::{
     Answers, ApprovalDecision, ApprovalRequest, Approver, AuditStore, AuditStoreUrl, Code, DeferredApprover, ParkedRun,
-    Resumed, unix_ms,
+    Resumed, runs_waiting_on, unix_ms,
 };
 
 /// The pending calls of every parked run of `turn` (of every turn without
@@ -73,11 +73,33 @@ fn ago(ms: i64) -> String {
     }
 }
 
-/// What `tether approve` / `tether deny` were asked.
+/// What `tether approve`, `deny` or `expire` says of the calls it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Approved.
+    Approve,
+    /// Denied.
+    Deny,
+    /// No answer: only calls whose approval wait ran out are answered, as
+    /// timed out (`approval_timeout`).
+    Expire,
+}
+
+impl Verdict {
+    fn command(self) -> &'static str {
+        match self {
+            Verdict::Approve => "approve",
+            Verdict::Deny => "deny",
+            Verdict::Expire => "expire",
+        }
+    }
+}
+
+/// What `tether approve` / `deny` / `expire` were asked.
 #[derive(Debug, Clone)]
 pub struct Answer {
-    /// Approve (true) or deny.
-    pub approve: bool,
+    /// How the calls are answered.
+    pub verdict: Verdict,
     /// The turn.
     pub turn: String,
     /// One call (`None`: `all`).
@@ -134,44 +156,83 @@ pub async fn answer(args: &BackendArgs, answer: Answer) -> anyhow::Result<Value>
             answer.turn
         );
     }
-    let chosen: Vec<&ParkedRun> = match &answer.call {
-        Some(call) => match runs.iter().find(|run| run.unanswered().any(|c| &c.request.call_id == call)) {
-            Some(run) => vec![run],
-            None => {
-                let waiting: Vec<String> =
-                    runs.iter().flat_map(|run| run.unanswered().map(|c| format!("`{}`", c.request.call_id))).collect();
-                anyhow::bail!(
-                    "call `{call}` does not wait in turn `{}`; these do: {}",
-                    answer.turn,
-                    waiting.join(", ")
-                );
-            }
-        },
-        None => runs.iter().collect(),
+    let chosen = runs_waiting_on(&runs, &answer.turn, answer.call.as_deref())?;
+    let decision = match answer.verdict {
+        Verdict::Approve => {
+            Some(ApprovalDecision { approved: true, decided_by: answer.by.clone(), reason: answer.reason.clone() })
+        }
+        Verdict::Deny => Some(ApprovalDecision::deny(answer.by.clone(), answer.reason.clone())),
+        Verdict::Expire => None,
     };
-    let decision = if answer.approve {
-        ApprovalDecision { approved: true, decided_by: answer.by.clone(), reason: answer.reason.clone() }
-    } else {
-        ApprovalDecision::deny(answer.by.clone(), answer.reason.clone())
-    };
-    let answers = match &answer.call {
-        Some(call) => Answers::none().call(call.clone(), decision.clone()),
-        None => Answers::every(decision.clone()),
+    let answers = match (&answer.call, &decision) {
+        (Some(call), Some(decision)) => Answers::none().call(call.clone(), decision.clone()),
+        (None, Some(decision)) => Answers::every(decision.clone()),
+        (_, None) => Answers::none(),
     };
     // Calls the resumed runs make: answered at once under `--all`, else
     // they park again for the next answer.
-    let approver: Arc<dyn Approver> =
-        if answer.all { Arc::new(AnswersEvery { decision }) } else { Arc::new(DeferredApprover) };
+    let approver: Arc<dyn Approver> = match decision {
+        Some(decision) if answer.all => Arc::new(AnswersEvery { decision }),
+        _ => Arc::new(DeferredApprover),
+    };
     let owner = &chosen[0].owner;
     let owned = |key: &str| owner.get(key).and_then(Value::as_str).map(PathBuf::from);
     let source = Source::reopen(
         answer.config.clone().or_else(|| owned("config")),
         args.demo_db.clone().or_else(|| owned("demo_db")),
     )?;
+    if answer.verdict == Verdict::Expire {
+        let wait = source.config.turn.limits.approval_timeout;
+        let now = unix_ms(SystemTime::now());
+        let expired =
+            |since_ms: i64| now.saturating_sub(since_ms) > i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+        if !chosen.iter().any(|run| run.unanswered().any(|call| expired(call.since_ms))) {
+            eprintln!("nothing of turn `{}` has waited past the approval wait limit ({wait:?})", answer.turn);
+            return Ok(json!({"ok": true, "expired": 0}));
+        }
+    }
     let backend = Backend::resuming(args, source, approver).await?;
     let outcome = resume_each(&backend, &answer, &answers, &chosen).await;
     backend.stop().await?;
     outcome
+}
+
+/// `tether expire`: every parked run of `turn` (of every turn without one)
+/// whose calls have waited past the approval wait limit is resumed with
+/// those calls timed out; the outcome of each turn's last run, by turn.
+///
+/// # Errors
+/// If the store cannot be read, or a turn's run cannot be resumed.
+pub async fn expire(
+    args: &BackendArgs,
+    turn: Option<&str>,
+    take_over: bool,
+    config: Option<PathBuf>,
+) -> anyhow::Result<Value> {
+    let url = audit_store_url(args)?;
+    let runs = {
+        let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
+        store.parked_runs(turn).await?
+    };
+    let mut turns: Vec<String> = runs.into_iter().map(|run| run.turn_id).collect();
+    turns.sort_unstable();
+    turns.dedup();
+    let mut outcomes = serde_json::Map::new();
+    for turn in turns {
+        let by = "expiry".to_owned();
+        let asked = Answer {
+            verdict: Verdict::Expire,
+            turn: turn.clone(),
+            call: None,
+            all: false,
+            reason: None,
+            by,
+            take_over,
+            config: config.clone(),
+        };
+        outcomes.insert(turn, answer(args, asked).await?);
+    }
+    Ok(Value::Object(outcomes))
 }
 
 async fn resume_each(
@@ -180,17 +241,13 @@ async fn resume_each(
     answers: &Answers,
     runs: &[&ParkedRun],
 ) -> anyhow::Result<Value> {
-    let claimant = format!(
-        "tether {} (pid {}) {}",
-        if answer.approve { "approve" } else { "deny" },
-        std::process::id(),
-        uuid::Uuid::now_v7()
-    );
+    let claimant = format!("tether {} (pid {}) {}", answer.verdict.command(), std::process::id(), uuid::Uuid::now_v7());
     let store = backend.setup.audit.clone();
     let mut last = Value::Null;
     for run in runs {
         let now = unix_ms(SystemTime::now());
         let record = store.claim_parked(&run.turn_id, &run.run_id, &claimant, answer.take_over, now).await?;
+        let record_run = record.run_id.clone();
         let turn = backend.setup.resume(&record.turn_id, record.turn.clone(), &backend.tools, &backend.script)?;
         eprintln!("resuming run {} of turn {} on the sidecar at {}", record.run_id, record.turn_id, backend.address);
         last = match backend.script_tool.resume_parked(&turn, record, answers, &claimant).await? {
@@ -207,6 +264,13 @@ async fn resume_each(
                 eprintln!("audit log: {rows} rows for turn {} ({})", run.turn_id, backend.audit_hint(&run.turn_id));
                 result.to_model_value()
             }
+            Resumed::Interrupted(error) => anyhow::bail!(
+                "run {} of turn {} did not reach its end: {error}. Nothing is lost: it is parked again with \
+                 every answer, and the calls it made meanwhile are in the effect ledger, so none runs twice. \
+                 Resume it with the same command (another sidecar: `--sidecar ADDR`)",
+                record_run,
+                run.turn_id
+            ),
         };
     }
     Ok(last)

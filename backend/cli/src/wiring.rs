@@ -12,7 +12,6 @@
 
 use crate::demo_db;
 use crate::embedded::EmbeddedSidecar;
-use crate::park_key;
 use crate::terminal::TerminalApprover;
 use crate::turn::{PrintEvents, TurnSetup};
 use anyhow::Context;
@@ -25,7 +24,11 @@ use tether_backend::tools::{Config, ToolSet, Vars};
 use tether_backend::turn::{
     Approver, AuditStoreUrl, CallOrigin, CallRequest, Code, DeferredApprover, PolicyApprover, ScriptTool, Tool,
 };
-use tether_sidecar::SidecarConfig;
+use tether_sidecar::{ParkKey, SidecarConfig};
+
+/// How long a command waits for a sidecar named with `--sidecar` to be ready
+/// (a cold start compiles the Python runtime: seconds to a minute).
+const SIDECAR_READY_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The flags, shared by every command, that choose its backend.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -237,6 +240,14 @@ impl Backend {
             Approval::Later => Arc::new(DeferredApprover),
         };
         let durable = approval == Approval::Later;
+        if durable && audit_store_url(args)? == AuditStoreUrl::Memory {
+            source.finish(false)?;
+            anyhow::bail!(
+                "`--approval later` leaves waiting runs in the audit store for another process to answer, and \
+                 `memory:` keeps them only in this one, which ends now: use a SQLite file (`--audit-store \
+                 sqlite:PATH`, the default) or PostgreSQL (`--audit-store postgres://…`)"
+            );
+        }
         if durable {
             source.keep_demo_db();
         }
@@ -269,7 +280,8 @@ impl Backend {
             None => {
                 let mut config = SidecarConfig::default();
                 if durable {
-                    config.park.key = Some(park_key::load_or_make(args.park_key_file.as_deref())?);
+                    let path = args.park_key_file.clone().unwrap_or_else(tether_sidecar::default_park_key_file);
+                    config.park.key = Some(ParkKey::load_or_make(&path)?);
                 }
                 Some(EmbeddedSidecar::start(config).await.context("cannot start the embedded sidecar")?)
             }
@@ -288,6 +300,13 @@ impl Backend {
         let client =
             SidecarClient::connect_with(&address, &tether_backend::ConnectOptions { auth, ..Default::default() })
                 .await?;
+        if args.sidecar.is_some() {
+            // A sidecar just started loads its runtimes first, and refuses runs meanwhile.
+            client
+                .wait_ready(SIDECAR_READY_WAIT)
+                .await
+                .with_context(|| format!("the sidecar at `{address}` is not ready for runs"))?;
+        }
         let audit_url = audit_store_url(args)?;
         let audit = audit_url.open().await.with_context(|| format!("cannot open the audit store `{audit_url}`"))?;
         let setup = TurnSetup { approver, audit, events: Arc::new(PrintEvents), turn: source.config.turn.clone() };
@@ -364,4 +383,25 @@ pub fn audit_store_url(args: &BackendArgs) -> anyhow::Result<AuditStoreUrl> {
 /// outlives runs, and may be shared): `<kind>-` and a UUID v7.
 pub fn turn_id(kind: &str) -> String {
     format!("{kind}-{}", uuid::Uuid::now_v7())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn approval_later_over_the_memory_store_is_refused_before_anything_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = Source::load(None, Some(dir.path().join("demo.db"))).unwrap();
+        let args = BackendArgs {
+            approval: Some(Approval::Later),
+            audit_store: Some("memory:".into()),
+            ..BackendArgs::default()
+        };
+        let refused = Backend::start(&args, source, Approval::Policy).await.unwrap_err().to_string();
+        assert!(
+            refused.contains("`memory:` keeps them only in this one") && refused.contains("sqlite:PATH"),
+            "{refused}"
+        );
+    }
 }

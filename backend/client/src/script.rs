@@ -374,15 +374,34 @@ impl ScriptTool {
         let depth = run.call.origin.depth() + 1;
         let handler =
             ScriptCalls::new(Arc::new(turn.clone()), run.run_id.clone(), run.call.call_id.clone(), depth, run.refused);
-        let resume = pb::Resume { state: std::mem::take(&mut run.state), results };
+        let resume = pb::Resume { state: run.state.clone(), results };
         let bounds = turn.remaining().is_some();
         let owed = run.call.clone();
+        // Why the sidecar could not take the run to an end, if it could not.
+        let interrupted = std::sync::Mutex::new(None);
         let result = turn
             .settle_resumed(&owed, async {
                 let outcome = self.client.resume_until(start, resume, &handler, turn.cancel_token()).await;
-                self.conclude(outcome, &handler, &owed, bounds).await
+                match outcome {
+                    // The run stays parked, as before this resume: its
+                    // `run_script` row is still owed, so none is written.
+                    Err(error) => {
+                        tracing::warn!(%error, run_id = %run.run_id, "the resumed run did not reach its end; it stays parked");
+                        let message = format!("the resumed run did not reach its end: {error}");
+                        *interrupted.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
+                        Err(ToolError::new(Code::RunParked.as_str(), message))
+                    }
+                    outcome => self.conclude(outcome, &handler, &owed, bounds).await,
+                }
             })
             .await;
+        if let Some(error) = interrupted.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            // Parked again from the same state, every answer kept; the calls
+            // the run made meanwhile are in the ledger, and the next resume
+            // is answered from it.
+            store.park_run(&run).await?;
+            return Ok(Resumed::Interrupted(error));
+        }
         if result.failure().map(|failure| failure.code) != Some(Code::RunParked) {
             store.unpark(&run.turn_id, &run.run_id, claimant).await?;
         }
@@ -430,6 +449,12 @@ pub enum Resumed {
     /// The run went on: the script tool's call's result — `run_parked` if
     /// it parked again, waiting on calls made since.
     Settled(CallResult),
+    /// The sidecar could not take the run to its end (it went away mid-run,
+    /// could not be reached, or refused the resume): the run is parked again
+    /// as it was, with every answer, and the claim released. Resume it again
+    /// — on another sidecar if this one is gone: the calls it made meanwhile
+    /// are answered from the effect ledger, none runs twice.
+    Interrupted(ClientError),
 }
 
 fn answer_of(outcome: ToolOutcome) -> ParkedAnswer {

@@ -159,9 +159,19 @@ pub fn started(call_id: &str) -> StoreWrite {
     StoreWrite::Started { entry: entry(call_id), replay: ToolReplay::Never }
 }
 
-/// The write that settles call `call_id` of turn `t1` as `ok` at `at` ms.
+/// What [`settled`] records the tool returned: non-ASCII text and nesting.
+pub const SETTLED_RESULT: &str = r#"{"ok":{"sent":["dana@example.com","ünïcödé"],"n":1}}"#;
+
+/// The write that settles call `call_id` of turn `t1` as `ok` at `at` ms,
+/// returning [`SETTLED_RESULT`].
 pub fn settled(call_id: &str, at: i64) -> StoreWrite {
-    StoreWrite::Settled { turn_id: "t1".into(), call_id: call_id.into(), outcome: CallStatus::Ok, settled_at_ms: at }
+    StoreWrite::Settled {
+        turn_id: "t1".into(),
+        call_id: call_id.into(),
+        outcome: CallStatus::Ok,
+        settled_at_ms: at,
+        result: Some(SETTLED_RESULT.into()),
+    }
 }
 
 /// Run `run_id` of turn `turn_id`, parked at `parked_at_ms`: a pending
@@ -226,8 +236,9 @@ pub async fn ledger_rows_follow_the_replay_rule_and_survive_reopening(fixture: &
     let rows = store.ledger("t1").await.unwrap();
     assert_eq!(rows.len(), 2, "the refusals wrote nothing: {rows:?}");
     assert_eq!(
-        (rows[0].state, rows[0].outcome, rows[0].settled_at_ms),
-        (LedgerState::Settled, Some(CallStatus::Ok), Some(5))
+        (rows[0].state, rows[0].outcome, rows[0].settled_at_ms, rows[0].result.as_deref()),
+        (LedgerState::Settled, Some(CallStatus::Ok), Some(5), Some(SETTLED_RESULT)),
+        "a settled row keeps what the tool returned"
     );
     assert_eq!(rows[1], LedgerEntry { started_at_ms: 7, ..entry("p/2") }, "restarted: settled fields cleared");
     assert_eq!(store.ledger("other").await.unwrap(), vec![]);

@@ -158,6 +158,11 @@ pub struct LedgerEntry {
     pub settled_at_ms: Option<i64>,
     /// The status the tool returned with (`ok` or `error`), once settled.
     pub outcome: Option<CallStatus>,
+    /// What the tool returned, once settled, as [`RecordedResult`] JSON
+    /// text; `None` when it was over [`LEDGER_RESULT_MAX_BYTES`]. A turn
+    /// resumed after a crash answers a replay of the call from it instead of
+    /// running the tool again.
+    pub result: Option<String>,
 }
 
 impl LedgerEntry {
@@ -170,6 +175,53 @@ impl LedgerEntry {
             started_at_ms,
             settled_at_ms: None,
             outcome: None,
+            result: None,
+        }
+    }
+}
+
+/// The most bytes of a settled call's result the effect ledger keeps
+/// ([`LedgerEntry::result`]); a larger result is not kept, and a replay of
+/// the call is refused as `replayed_call` instead of answered from it.
+pub const LEDGER_RESULT_MAX_BYTES: usize = 64 * 1024;
+
+/// What a tool returned, as the effect ledger keeps it: its value, or its
+/// error's code and message (never the error's private detail).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordedResult {
+    /// The tool's value.
+    Ok(Value),
+    /// The tool's error.
+    Error {
+        /// Its code.
+        code: String,
+        /// Its message, as the caller got it.
+        message: String,
+    },
+}
+
+impl RecordedResult {
+    /// `returned` as the ledger keeps it: JSON text, or `None` over
+    /// [`LEDGER_RESULT_MAX_BYTES`].
+    pub fn record(returned: &Result<crate::ToolOutput, crate::ToolError>) -> Option<String> {
+        let recorded = match returned {
+            Ok(output) => RecordedResult::Ok(output.value.clone()),
+            Err(error) => RecordedResult::Error { code: error.code.clone(), message: error.message.clone() },
+        };
+        serde_json::to_string(&recorded).ok().filter(|text| text.len() <= LEDGER_RESULT_MAX_BYTES)
+    }
+
+    /// The result a ledger row keeps, if it is readable.
+    pub fn parse(text: &str) -> Option<RecordedResult> {
+        serde_json::from_str(text).ok()
+    }
+
+    /// As the tool returned it.
+    pub fn into_returned(self) -> Result<crate::ToolOutput, crate::ToolError> {
+        match self {
+            RecordedResult::Ok(value) => Ok(crate::ToolOutput::new(value)),
+            RecordedResult::Error { code, message } => Err(crate::ToolError::new(code, message)),
         }
     }
 }

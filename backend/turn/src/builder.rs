@@ -247,6 +247,7 @@ impl TurnBuilder {
         for tool in self.tools {
             registry.register(tool?)?;
         }
+        let resumed = self.resumed.is_some();
         let (budget, precheck, runs, deadline) = match self.resumed {
             None => (
                 CallBudget::new(self.limits.max_tool_calls),
@@ -279,6 +280,7 @@ impl TurnBuilder {
                 gate: tokio::sync::RwLock::new(()),
                 runs: AtomicU64::new(runs),
                 deferred: Deferred::default(),
+                resumed,
             }),
         })
     }

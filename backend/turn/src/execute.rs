@@ -11,7 +11,7 @@
 //! The messages of every refusal live with their codes in `tether_codes`.
 
 use super::approval::{ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict};
-use super::audit::{LedgerEntry, LedgerState, unix_ms};
+use super::audit::{CallIdentity, LedgerEntry, LedgerState, RecordedResult, unix_ms};
 use super::budget::Reservation;
 use super::call::{CallRequest, CallResult, CallStatus, Failure};
 use super::error::StoreError;
@@ -303,6 +303,40 @@ impl Turn {
         }
     }
 
+    /// A call the effect ledger already holds, in a turn resumed after the
+    /// process that made the call ended: started and never settled, it may
+    /// have run (`possibly_executed`, and it is not run again); settled with
+    /// the same tool and arguments, it is answered from the result the ledger
+    /// kept; otherwise `replayed_call`.
+    async fn replayed_after_resume(
+        &self,
+        name: &str,
+        state: LedgerState,
+        identity: &CallIdentity,
+    ) -> Result<Result<ToolOutput, ToolError>, Failure> {
+        let call_id = identity.call_id.clone();
+        if state == LedgerState::Started {
+            let reason = Reason::PossiblyExecuted { tool: name.to_owned(), call_id };
+            return Err(Failure::new(&reason, Step::Execution));
+        }
+        let rows = self.inner.store.ledger(self.id()).await.map_err(|error| {
+            tracing::error!(%error, "cannot read the effect ledger; not running the tool");
+            Failure::new(&Reason::LedgerUnavailable { tool: name.to_owned() }, Step::Execution)
+        })?;
+        let recorded = rows
+            .into_iter()
+            .find(|row| row.call.call_id == call_id)
+            .filter(|row| row.call.tool == identity.tool && row.call.args == identity.args && !identity.args_truncated)
+            .and_then(|row| row.result.as_deref().and_then(RecordedResult::parse));
+        match recorded {
+            Some(recorded) => {
+                tracing::info!(%call_id, "answered from the effect ledger: the call ran before its process ended");
+                Ok(recorded.into_returned())
+            }
+            None => Err(Failure::new(&Reason::ReplayedCall { call_id, settled: true }, Step::Execution)),
+        }
+    }
+
     pub(crate) async fn run_tool(
         &self,
         tool: &Tool,
@@ -316,12 +350,14 @@ impl Turn {
         let meta = tool.meta();
         let limit = meta.time_limit.unwrap_or(self.inner.limits.default_tool_time_limit);
         let effects = !meta.read_only;
-        let ledger = LedgerEntry::started(guard.identity().clone(), approval_required, unix_ms(SystemTime::now()));
+        let identity = guard.identity().clone();
+        let ledger = LedgerEntry::started(identity.clone(), approval_required, unix_ms(SystemTime::now()));
         let context = ToolContext { turn: Arc::new(self.clone()), call_id: request.id.clone(), origin: origin.clone() };
         let executor = tool.executor();
         let args = request.args.clone();
         // A failure around the tool keeps its full text here, for the audit row.
         let detail = &mut guard.detail;
+        let once = &mut guard.audit_once;
 
         let work = async move {
             // Script calls: unsafe tools run alone among the turn's script calls.
@@ -337,6 +373,11 @@ impl Turn {
                     Ok(()) => {}
                     Err(StoreError::Replayed { call_id, state }) => {
                         tracing::warn!(%call_id, "the ledger already holds this call id; not running the tool again");
+                        if self.inner.resumed {
+                            // The earlier process may have written the call's row.
+                            *once = true;
+                            return self.replayed_after_resume(name, state, &identity).await;
+                        }
                         let settled = state == LedgerState::Settled;
                         return Err(Failure::new(&Reason::ReplayedCall { call_id, settled }, Step::Execution));
                     }
@@ -351,8 +392,13 @@ impl Turn {
                 slot.keep();
                 let returned = self.run_executor(executor, context, args, limit, name, detail).await?;
                 let outcome = if returned.is_ok() { CallStatus::Ok } else { CallStatus::Error };
-                let settled =
-                    StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms: unix_ms(SystemTime::now()) };
+                let settled = StoreWrite::Settled {
+                    turn_id,
+                    call_id,
+                    outcome,
+                    settled_at_ms: unix_ms(SystemTime::now()),
+                    result: RecordedResult::record(&returned),
+                };
                 // Enqueued in order; committed by the next group commit, which the call does not wait for.
                 if let Err(error) = self.inner.store.enqueue(settled).await {
                     tracing::error!(%error, "cannot record `settled` in the effect ledger");

@@ -33,6 +33,10 @@ pub(crate) struct CallGuard {
     /// a tool error's [`ToolError::detail`], taken at the step that saw it.
     pub(crate) detail: Option<String>,
     settled: bool,
+    /// Write the audit row only if the store holds none for the call id: a
+    /// call of a resumed turn that an earlier process made (and may have
+    /// recorded) before it ended.
+    pub(crate) audit_once: bool,
     /// The audit row [`CallGuard::finish`] is enqueuing; written from `Drop`
     /// if the finish is dropped before the row is queued.
     unqueued: Option<AuditRecord>,
@@ -67,6 +71,7 @@ impl CallGuard {
             approval: None,
             detail: None,
             settled: false,
+            audit_once: false,
             unqueued: None,
             span,
         }
@@ -171,6 +176,10 @@ impl CallGuard {
         if let Some(failure) = result.failure() {
             tracing::info!(code = %failure.code, step = %failure.step, "call refused or ended: {}", failure.message);
         }
+        if self.audit_once && self.recorded_before().await {
+            tracing::info!("the call's audit row was written by the process that made it first");
+            return result;
+        }
         self.unqueued = Some(record.clone());
         // Durability is the next group commit's; the store logs a row it
         // fails to commit.
@@ -221,6 +230,18 @@ impl Drop for CallGuard {
 }
 
 impl CallGuard {
+    /// Whether the store already holds an audit row for this call id (a
+    /// store that cannot be read: no, so the row is written).
+    async fn recorded_before(&self) -> bool {
+        match self.turn.inner.store.audit_log(self.turn.id()).await {
+            Ok(rows) => rows.iter().any(|row| row.call.call_id == self.identity.call_id),
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the audit log; writing the call's row");
+                false
+            }
+        }
+    }
+
     /// Enqueues `record` without waiting (no await is possible in `Drop`);
     /// if the store's queue is full the row is lost, and logged instead.
     fn enqueue_now(&self, record: AuditRecord) {

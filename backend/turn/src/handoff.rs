@@ -117,7 +117,8 @@ impl Turn {
     /// [`PendingCall::since_ms`], is a time-out), the tool as the turn lists it
     /// now, the effect ledger, the result limit — and the call's one audit
     /// row. A call the ledger already holds (a process answered it and ended
-    /// before the answer was stored) is not run again: `possibly_executed`.
+    /// before the answer was stored) is not run again: settled, it is
+    /// answered from the ledger's record; only started, `possibly_executed`.
     pub async fn answer_pending(&self, pending: &PendingCall, decision: Option<ApprovalDecision>) -> CallResult {
         let shown = &pending.request;
         let mut request = CallRequest::new(shown.call_id.clone(), shown.tool.clone(), shown.args.clone());
@@ -172,14 +173,8 @@ impl Turn {
             }
         };
         guard.step = Step::Execution;
-        let earlier = self.inner.store.ledger(self.id()).await.map_err(|error| {
-            tracing::error!(%error, "cannot read the effect ledger; not running the tool");
-            Failure::new(&Reason::LedgerUnavailable { tool: name.to_owned() }, Step::Execution)
-        })?;
-        if earlier.iter().any(|entry| entry.call.call_id == request.id) {
-            let reason = Reason::PossiblyExecuted { tool: name.to_owned(), call_id: request.id.clone() };
-            return Err(Failure::new(&reason, Step::Execution));
-        }
+        // A call the ledger already holds (a process answered it and ended
+        // before the answer was stored) is answered from the ledger.
         let returned = self.run_tool(&tool, request, origin, true, slot, guard).await?;
         self.check_result(name, request, origin, returned)
     }
@@ -200,6 +195,8 @@ impl Turn {
         async move {
             let mut guard = CallGuard::start(self.clone(), &request, &origin, guard_span);
             guard.step = Step::Execution;
+            // A process that resumed the run before may have ended just after writing it.
+            guard.audit_once = true;
             let returned = tokio::select! {
                 biased;
                 code = self.ended() => Err(Failure::new(&ended_reason(code), Step::Execution)),
@@ -292,13 +289,59 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].decided_by.as_deref(), Some("dana"));
 
-        // Answered again (a process that died before storing the answer): not run again.
+        // Answered again (a process that died before storing the answer): not
+        // run again, but answered from the ledger's record, and no second row.
         let again = resumed.answer_pending(&pending[0], Some(ApprovalDecision::approve("dana"))).await;
-        assert_eq!(code(&again.outcome), Some(Code::PossiblyExecuted));
+        assert_eq!(again.outcome, CallOutcome::Ok(json!({"paid": 5})));
         assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert_eq!(store.audit_log("t1").await.unwrap().len(), 1, "one row per call");
         // The repeat rule remembers the call from before the park.
         let repeat = resumed.execute(CallRequest::new("c/2", "pay", json!({"amount": 5})), script()).await;
         assert_eq!(code(&repeat.outcome), Some(Code::RepeatedCall));
+    }
+
+    #[tokio::test]
+    async fn a_resumed_turn_answers_calls_an_ended_process_made_from_the_ledger_and_never_runs_them_again() {
+        let store = Arc::new(MemoryAuditStore::new());
+        let ran = Arc::new(AtomicU32::new(0));
+        let with_note = |store: Arc<MemoryAuditStore>| {
+            let ran = ran.clone();
+            builder(store, ran.clone()).tool(
+                ToolSpec::new("note", "Notes.", json!({"type": "object"})),
+                executor_fn(move |_, args| {
+                    let ran = ran.clone();
+                    async move {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                        Ok(ToolOutput::new(json!({"noted": args["text"]})))
+                    }
+                }),
+            )
+        };
+        // The process that ends: one call settled, one started only, after
+        // the run's last park (its snapshot).
+        let first = with_note(store.clone()).build().unwrap();
+        let snapshot = first.snapshot();
+        let note = || CallRequest::new("c/2", "note", json!({"text": "ünï"}));
+        assert_eq!(first.execute(note(), script()).await.outcome, CallOutcome::Ok(json!({"noted": "ünï"})));
+        let identity = crate::CallIdentity::new("t1", "c/3", "note", &script(), (json!({}).to_string(), false));
+        store.ledger_started(crate::LedgerEntry::started(identity, false, 1), crate::ToolReplay::Never).await.unwrap();
+        drop(first);
+
+        let resumed = with_note(store.clone()).resumed(snapshot).build().unwrap();
+        let again = resumed.execute(note(), script()).await;
+        assert_eq!(again.outcome, CallOutcome::Ok(json!({"noted": "ünï"})), "from the ledger's record");
+        let other_args = resumed.execute(CallRequest::new("c/2", "note", json!({"text": "x"})), script()).await;
+        assert_eq!(code(&other_args.outcome), Some(Code::ReplayedCall), "not the call the ledger holds");
+        let started = resumed.execute(CallRequest::new("c/3", "note", json!({})), script()).await;
+        assert_eq!(code(&started.outcome), Some(Code::PossiblyExecuted));
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "the tool ran once");
+        let rows = store.audit_log("t1").await.unwrap();
+        let ids: Vec<&str> = rows.iter().map(|row| row.call.call_id.as_str()).collect();
+        assert_eq!(ids, ["c/2", "c/3"], "one row per call: the first process's for c/2");
+
+        // A turn that was not resumed refuses a repeated id, as always.
+        let live = with_note(store.clone()).build().unwrap();
+        assert_eq!(code(&live.execute(note(), script()).await.outcome), Some(Code::ReplayedCall));
     }
 
     #[tokio::test]

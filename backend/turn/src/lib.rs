@@ -59,8 +59,8 @@ pub use approval::{
     PolicyApprover,
 };
 pub use audit::{
-    AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, IDENTITY_COLUMNS, LedgerEntry, LedgerState, Redactor,
-    TRUNCATED_KEY, cut, record_args, unix_ms,
+    AuditRecord, CallIdentity, DEFAULT_AUDIT_ARGS_BYTES, IDENTITY_COLUMNS, LEDGER_RESULT_MAX_BYTES, LedgerEntry,
+    LedgerState, RecordedResult, Redactor, TRUNCATED_KEY, cut, record_args, unix_ms,
 };
 pub use budget::{CallBudget, Reservation};
 pub use builder::{TurnBuilder, new_turn_id};
@@ -71,7 +71,7 @@ pub use executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};
 pub use limits::{DEFAULT_MAX_RESULT_BYTES, TurnLimits};
 pub use memory::MemoryAuditStore;
 pub use origin::CallOrigin;
-pub use parked::{OwedCall, ParkedAnswer, ParkedRun, PendingCall, TurnSnapshot};
+pub use parked::{CallNotWaiting, OwedCall, ParkedAnswer, ParkedRun, PendingCall, TurnSnapshot, runs_waiting_on};
 pub use policy::{
     AdminPolicy, ArgMatch, ArgPattern, CallPattern, PolicyAction, PolicyRule, UserPermissions, glob_match,
 };

@@ -98,16 +98,18 @@ impl MemoryAuditStore {
                             row.started_at_ms = entry.started_at_ms;
                             row.settled_at_ms = None;
                             row.outcome = None;
+                            row.result = None;
                         }
                     }
                 }
             }
-            StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms } => {
+            StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms, result } => {
                 let mut ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(e) = ledger.iter_mut().find(|e| e.call.turn_id == turn_id && e.call.call_id == call_id) {
                     e.state = LedgerState::Settled;
                     e.settled_at_ms = Some(settled_at_ms);
                     e.outcome = Some(outcome);
+                    e.result = result;
                 }
             }
         }

@@ -80,6 +80,50 @@ impl ParkedRun {
     }
 }
 
+/// Which of turn `turn_id`'s parked runs `runs` an answer to `call_id`
+/// resumes: the one that waits on it — or, without a call id, every one.
+/// What `tether approve` / `deny` and the Python package's `tether.answer`
+/// pick.
+///
+/// # Errors
+/// [`CallNotWaiting`], naming the calls that do wait, when none of `runs`
+/// waits on `call_id`.
+pub fn runs_waiting_on<'a>(
+    runs: &'a [ParkedRun],
+    turn_id: &str,
+    call_id: Option<&str>,
+) -> Result<Vec<&'a ParkedRun>, CallNotWaiting> {
+    let Some(call) = call_id else { return Ok(runs.iter().collect()) };
+    match runs.iter().find(|run| run.unanswered().any(|c| c.request.call_id == call)) {
+        Some(run) => Ok(vec![run]),
+        None => Err(CallNotWaiting {
+            turn_id: turn_id.to_owned(),
+            call_id: call.to_owned(),
+            waiting: runs.iter().flat_map(|run| run.unanswered().map(|c| c.request.call_id.clone())).collect(),
+        }),
+    }
+}
+
+/// No parked run of the turn waits on the call named ([`runs_waiting_on`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("call `{call_id}` does not wait in turn `{turn_id}`; {}", waiting_text(waiting))]
+pub struct CallNotWaiting {
+    /// The turn.
+    pub turn_id: String,
+    /// The call named.
+    pub call_id: String,
+    /// The calls of the turn that do wait for a person.
+    pub waiting: Vec<String>,
+}
+
+fn waiting_text(waiting: &[String]) -> String {
+    if waiting.is_empty() {
+        return "none of its calls waits for a person now".to_owned();
+    }
+    let ids: Vec<String> = waiting.iter().map(|id| format!("`{id}`")).collect();
+    format!("these do: {}", ids.join(", "))
+}
+
 /// The script tool's call whose run parked: what its audit row needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OwedCall {
@@ -251,5 +295,11 @@ mod tests {
         assert_eq!(ParkedRun::from_json(&json).unwrap(), run);
         assert_eq!(run.unanswered().count(), 1);
         assert!(ParkedRun::from_json("{\"turn_id\": 1}").is_err());
+
+        let runs = [run];
+        assert_eq!(runs_waiting_on(&runs, "t", Some("c/3")).unwrap().len(), 1);
+        assert_eq!(runs_waiting_on(&runs, "t", None).unwrap().len(), 1);
+        let other = runs_waiting_on(&runs, "t", Some("c/4")).unwrap_err();
+        assert_eq!(other.to_string(), "call `c/4` does not wait in turn `t`; these do: `c/3`");
     }
 }

@@ -55,6 +55,10 @@ pub(crate) struct Inner {
     pub(crate) runs: AtomicU64,
     /// Calls waiting on a deferring approver, and those handed to the store.
     pub(crate) deferred: super::handoff::Deferred,
+    /// Built from a parked run's snapshot ([`TurnBuilder::resumed`](crate::TurnBuilder::resumed)):
+    /// a call id the effect ledger already holds is then one an earlier
+    /// process made before it ended, and is answered from the ledger.
+    pub(crate) resumed: bool,
 }
 
 impl fmt::Debug for Turn {

@@ -54,6 +54,8 @@ pub enum StoreWrite {
         outcome: CallStatus,
         /// When, Unix milliseconds.
         settled_at_ms: i64,
+        /// What it returned ([`LedgerEntry::result`](crate::LedgerEntry::result)).
+        result: Option<String>,
     },
 }
 

@@ -4,10 +4,13 @@
 //! - `workload`: the four workloads, their scripts, input and tools
 //! - `tether`: Tether measured here, over TCP, a Unix socket, or embedded
 //! - `peers`: pydantic-monty, CPython and Pyodide, each through its driver in `bench/peers/`
-//! - `sidecar`: the sidecar process's RSS with parked runs, and its start-up
+//! - `sidecar`: the sidecar process's RSS with runs waiting live, and its start-up
+//! - `parking`: parked runs — the sidecar's RSS with them, their sealed
+//!   states, park and resume times (`docs/parking.md`)
 //! - `stats`: a measurement and its percentiles
 //! - `report`: the machine, the versions and the table, as Markdown
 
+mod parking;
 mod peers;
 mod report;
 mod sidecar;
@@ -27,8 +30,18 @@ use workload::Workload;
 /// The concurrencies throughput is measured at.
 pub(crate) const LEVELS: [usize; 4] = [1, 2, 8, 64];
 
-/// Runs parked on an unanswered call while the sidecar's RSS is read.
-const PARKED: [usize; 2] = [100, 1_000];
+/// Runs waiting live on an unanswered call while the sidecar's RSS is read
+/// (each holds its instance: 10,000 take about 5.5 GiB), and in `--quick`.
+const LIVE: [usize; 3] = [100, 1_000, 10_000];
+const LIVE_QUICK: [usize; 1] = [100];
+
+/// Runs parked so far when the parking sidecar's RSS is read, and in `--quick`.
+const PARKED: [usize; 3] = [1_000, 10_000, 100_000];
+const PARKED_QUICK: [usize; 2] = [100, 1_000];
+
+/// Live and parked runs timed in turn on one thread, and in `--quick`.
+const PAIRS: usize = 300;
+const PAIRS_QUICK: usize = 6000;
 
 /// Flags of the side-by-side bench.
 #[derive(Debug, clap::Args)]
@@ -47,8 +60,11 @@ pub(crate) struct Args {
 /// The systems `--only` picks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Group {
-    /// Tether over TCP, a Unix socket and embedded, and its sidecar's RSS and start-up.
+    /// Tether over TCP, a Unix socket, embedded and on one thread.
     Tether,
+    /// The sidecar alone: its RSS with runs waiting live and parked, parked
+    /// state bytes, park and resume times, start-up (a table of its own).
+    Sidecar,
     /// pydantic-monty's pool, warm session and fresh checkout.
     Monty,
     /// CPython, a subprocess per script.
@@ -184,12 +200,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         measure_embedded(&mut figures, System::TetherEmbedded, args.quick).await?;
         // Client, sidecar and tools on one current-thread runtime, as the `tether` CLI runs them.
         crate::on_one_thread(|| measure_embedded(&mut figures, System::TetherOneThread, args.quick))?;
+    }
 
-        eprintln!("tether-bench: the sidecar's RSS with parked runs, and its start-up");
-        let cache = sidecar::filled_cache().await?;
-        let (idle, parked) = sidecar::parked_rss(cache.path(), &PARKED).await?;
-        figures.rss = Some((idle, PARKED.iter().copied().zip(parked).collect()));
-        figures.start_up = Some(sidecar::start_up(if args.quick { 1 } else { 3 }).await?);
+    if picked(Group::Sidecar) {
+        measure_sidecar(&mut figures, args.quick).await?;
     }
 
     let wants_peers = [Group::Monty, Group::Cpython, Group::Pyodide].into_iter().any(picked);
@@ -214,16 +228,35 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
 
     check_results(&figures)?;
     let generated = report::render(&figures);
-    println!("{generated}");
+    println!("{}", report::printed(&generated));
     let full = !args.quick && args.only.is_empty();
     let out = args.out.or_else(|| full.then(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md")));
     match out {
         Some(path) => {
             report::write(&path, &generated)?;
-            eprintln!("tether-bench: wrote the table to `{}`", path.display());
+            eprintln!("tether-bench: wrote the tables measured to `{}`", path.display());
         }
         None => eprintln!("tether-bench: a partial or --quick run: nothing written (give --out FILE to keep it)"),
     }
+    Ok(())
+}
+
+/// The sidecar alone, on processes and an embedded sidecar of its own: RSS
+/// with runs waiting live, then with runs parked (and their states), park
+/// and resume on one thread, start-up.
+async fn measure_sidecar(figures: &mut Figures, quick: bool) -> anyhow::Result<()> {
+    let (live, parked, pairs) =
+        if quick { (&LIVE_QUICK[..], &PARKED_QUICK[..], PAIRS_QUICK) } else { (&LIVE[..], &PARKED[..], PAIRS) };
+    let cache = sidecar::filled_cache().await?;
+    eprintln!("tether-bench: the sidecar's RSS with {live:?} runs waiting live");
+    let (idle, rss) = sidecar::live_rss(cache.path(), live).await?;
+    figures.live_rss = Some((idle, live.iter().copied().zip(rss).collect()));
+    eprintln!("tether-bench: the sidecar's RSS as {parked:?} runs park");
+    figures.parked_rss = Some(parking::parked_rss(cache.path(), parked).await?);
+    eprintln!("tether-bench: park and resume on one thread, {pairs} live and parked runs in turn");
+    figures.one_thread = Some(parking::one_thread(pairs)?);
+    eprintln!("tether-bench: the sidecar's start-up");
+    figures.start_up = Some(sidecar::start_up(if quick { 1 } else { 3 }).await?);
     Ok(())
 }
 

@@ -1,5 +1,6 @@
-//! The sidecar process itself: its resident memory with runs parked on a
-//! call nobody answers, and its start-up until readiness says SERVING.
+//! The sidecar process itself: its resident memory with runs waiting live on
+//! a call nobody answers (each keeps its Wasm instance), and its start-up
+//! until readiness says SERVING. Runs that park instead: `parking`.
 
 use crate::process::{SidecarProcess, sidecar_binary};
 use anyhow::Context;
@@ -10,76 +11,84 @@ use std::time::{Duration, Instant};
 use tether_backend::{CallHandler, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
 use tokio::task::JoinSet;
 
-/// How long parked runs may take to all reach their call.
-const PARK_WAIT: Duration = Duration::from_secs(120);
+/// How long waiting runs may take to all reach their call.
+const WAIT_WAIT: Duration = Duration::from_secs(600);
+
+/// MiB of guest memory the sidecar accounts for each waiting run: its
+/// initial 7 MiB, and room (`--total-memory-mib`, 8 GiB by default, fits
+/// about 1,100 of them).
+const MIB_PER_WAITING_RUN: usize = 8;
 
 /// A tool that never answers: each call counts itself and waits forever.
 #[derive(Default)]
-struct Park {
-    parked: AtomicUsize,
+struct NeverAnswers {
+    waiting: AtomicUsize,
 }
 
 #[async_trait::async_trait]
-impl CallHandler for Park {
+impl CallHandler for NeverAnswers {
     async fn call(&self, _call: ScriptCall) -> ToolOutcome {
-        self.parked.fetch_add(1, Ordering::Relaxed);
+        self.waiting.fetch_add(1, Ordering::Relaxed);
         std::future::pending().await
     }
 }
 
 /// The sidecar's resident memory, KiB: idle (after a few runs), then with
-/// each of `counts` runs parked on an unanswered call, on a fresh sidecar
-/// process each time (the compile cache in `cache_dir`, already filled).
+/// each of `counts` runs waiting live on an unanswered call (runs that may
+/// not park: each keeps its instance), on a fresh sidecar process each time
+/// (the compile cache in `cache_dir`, already filled), with room for them
+/// all (`--max-waiting-runs`, `--total-memory-mib`).
 ///
 /// # Errors
-/// If the sidecar cannot start or the runs do not all park in time.
-pub(crate) async fn parked_rss(cache_dir: &Path, counts: &[usize]) -> anyhow::Result<(u64, Vec<u64>)> {
+/// If the sidecar cannot start or the runs do not all reach their call in time.
+pub(crate) async fn live_rss(cache_dir: &Path, counts: &[usize]) -> anyhow::Result<(u64, Vec<u64>)> {
     let binary = sidecar_binary(None)?;
     let mut idle = 0;
-    let mut parked = Vec::new();
+    let mut waiting = Vec::new();
     for &count in counts {
-        let room = (count + 16).to_string();
+        let room = count + 16;
         let flags: Vec<String> = vec![
             "--cache-dir".into(),
             cache_dir.display().to_string(),
             "--max-waiting-runs".into(),
-            room.clone(),
+            room.to_string(),
             "--max-queued-runs".into(),
-            room,
+            room.to_string(),
+            "--total-memory-mib".into(),
+            (room * MIB_PER_WAITING_RUN).max(8192).to_string(),
         ];
         let sidecar = SidecarProcess::start(&binary, &flags)?;
         let clients = sidecar.connections(8).await?;
         for i in 0..4 {
-            let outcome = clients[0].run(RunRequest::python(format!("warm-{i}"), "1 + 1"), &Park::default()).await?;
+            let outcome =
+                clients[0].run(RunRequest::python(format!("warm-{i}"), "1 + 1"), &NeverAnswers::default()).await?;
             anyhow::ensure!(outcome.is_ok(), "a warm-up run failed: {outcome:?}");
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
         idle = sidecar.sample()?.rss_kib;
-        let park = Arc::new(Park::default());
+        let tool = Arc::new(NeverAnswers::default());
         let mut runs = JoinSet::new();
         for i in 0..count {
-            let (client, park) = (clients[i % clients.len()].clone(), park.clone());
-            runs.spawn(
-                async move { client.run(RunRequest::python(format!("park-{i}"), "call('park')"), &*park).await },
-            );
+            let (client, tool) = (clients[i % clients.len()].clone(), tool.clone());
+            runs.spawn(async move { client.run(RunRequest::python(format!("wait-{i}"), "call('x')"), &*tool).await });
         }
-        let give_up = Instant::now() + PARK_WAIT;
-        while park.parked.load(Ordering::Relaxed) < count {
+        let give_up = Instant::now() + WAIT_WAIT;
+        while tool.waiting.load(Ordering::Relaxed) < count {
             if let Some(ended) = runs.try_join_next() {
-                anyhow::bail!("a parked run ended before its call was answered: {:?}", ended.context("run task")?);
+                anyhow::bail!("a waiting run ended before its call was answered: {:?}", ended.context("run task")?);
             }
             anyhow::ensure!(
                 Instant::now() < give_up,
-                "only {} of {count} runs reached their call within {PARK_WAIT:?}",
-                park.parked.load(Ordering::Relaxed)
+                "only {} of {count} runs reached their call within {WAIT_WAIT:?}",
+                tool.waiting.load(Ordering::Relaxed)
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        parked.push(sidecar.sample()?.rss_kib);
+        waiting.push(sidecar.sample()?.rss_kib);
         runs.abort_all();
     }
-    Ok((idle, parked))
+    Ok((idle, waiting))
 }
 
 /// From starting the sidecar process to readiness answering SERVING, `samples`

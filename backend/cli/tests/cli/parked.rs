@@ -88,14 +88,7 @@ fn the_demo_parked_for_later_sends_its_four_emails_once_answered_from_other_proc
     assert_eq!(scratch.outbox().len(), 4);
 
     // One audit row per call, the script tool's included, each email approved by dana.
-    let audit = scratch.durable(&["audit", "--turn", &turn, "--json"]);
-    assert!(audit.status.success(), "{}", stderr(&audit));
-    let rows = stdout_json(&audit)["audit"].as_array().unwrap().clone();
-    let mut ids: Vec<&str> = rows.iter().map(|row| row["call_id"].as_str().unwrap()).collect();
-    let count = ids.len();
-    ids.sort_unstable();
-    ids.dedup();
-    assert_eq!(ids.len(), count, "one row per call: {rows:?}");
+    let rows = one_row_per_call(&scratch, &turn);
     let emails: Vec<&Value> = rows.iter().filter(|row| row["tool"] == json!("send_email")).collect();
     assert_eq!(emails.len(), 4, "{rows:?}");
     for email in emails {
@@ -175,4 +168,230 @@ fn a_resume_killed_during_the_tool_is_taken_over_and_the_effect_is_not_repeated(
     let wires: Vec<&Value> = rows.iter().filter(|row| row["call_id"] == json!(call)).collect();
     assert_eq!(wires.len(), 1, "one row for the call: {rows:?}");
     assert_eq!(wires[0]["code"], json!("possibly_executed"));
+}
+
+/// A config of three tools that record their effect in `effects`: `wire`
+/// (needs approval), `note`, and `slow` (takes long enough to be killed in).
+fn three_effects(scratch: &Scratch, effects: &std::path::Path) -> std::path::PathBuf {
+    let tool = |name: &str, body: &str, approval: bool| {
+        format!(
+            "[[tools]]\nname = \"{name}\"\nkind = \"command\"\ndescription = \"Records `{name}`.\"\n\
+             command = [\"sh\", \"-c\", \"echo {name} >> '{}'; {body}\"]\n\
+             timeout = \"60s\"\nrequires_approval = {approval}\ninput_schema = {{ type = \"object\" }}\n",
+            effects.display()
+        )
+    };
+    let config = scratch.path("tether.toml");
+    let text = [
+        tool("wire", "echo '{\\\"id\\\": 7}'", true),
+        tool("note", "echo '{\\\"noted\\\": true}'", false),
+        tool("slow", "sleep 30; echo '{}'", false),
+    ]
+    .concat();
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// The script over [`three_effects`]: what each call gave it.
+const THREE_CALLS: &str = "w = wire(amount=1)\nn = note()\ns = slow()\n\
+    [w['ok'], w.get('value'), n['ok'], n.get('value'), s['ok'], None if s['ok'] else s['error']['code']]\n";
+
+/// Parks the [`THREE_CALLS`] script at its `wire` call: (turn, config path).
+fn park_three(scratch: &Scratch, effects: &std::path::Path, sidecar: &[&str]) -> (String, String) {
+    let config = three_effects(scratch, effects);
+    let script = scratch.path("three.py");
+    std::fs::write(&script, THREE_CALLS).unwrap();
+    let config = config.display().to_string();
+    let mut args = vec!["run", script.to_str().unwrap(), "--config", &config, "--approval", "later"];
+    args.extend_from_slice(sidecar);
+    let parked = scratch.durable(&args);
+    assert_eq!(code(&stdout_json(&parked)), Some("run_parked"), "{}", stderr(&parked));
+    let (turn, _, tool, _) = only_pending(scratch);
+    assert_eq!(tool, "wire");
+    (turn, config)
+}
+
+/// `tether ARGS` with the scratch's store and park key, spawned.
+fn spawn_durable(scratch: &Scratch, args: &[&str]) -> std::process::Child {
+    Command::new(super::TETHER)
+        .args(["--audit-store", &scratch.store(), "--park-key-file", scratch.path_str("park.key")])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `effects` holds `line`.
+fn wait_for_effect(effects: &std::path::Path, line: &str) {
+    let give_up = Instant::now() + Duration::from_secs(120);
+    while !std::fs::read_to_string(effects).unwrap_or_default().lines().any(|l| l == line) {
+        assert!(Instant::now() < give_up, "`{line}` never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The turn's audit rows, each call id at most once.
+fn one_row_per_call(scratch: &Scratch, turn: &str) -> Vec<Value> {
+    let audit = scratch.durable(&["audit", "--turn", turn, "--json"]);
+    assert!(audit.status.success(), "{}", stderr(&audit));
+    let rows = stdout_json(&audit)["audit"].as_array().unwrap().clone();
+    let mut ids: Vec<&str> = rows.iter().map(|row| row["call_id"].as_str().unwrap()).collect();
+    let count = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), count, "one row per call: {rows:#?}");
+    rows
+}
+
+#[test]
+fn a_resume_killed_after_a_tool_settled_answers_it_from_the_ledger_and_runs_nothing_twice() {
+    let scratch = Scratch::new();
+    let effects = scratch.path("effects.log");
+    let (turn, _) = park_three(&scratch, &effects, &[]);
+
+    // kill -9 the process that approved `wire`, after `wire` and `note`
+    // settled, while `slow` runs.
+    let mut approving = spawn_durable(&scratch, &["approve", "--turn", &turn, "--all"]);
+    wait_for_effect(&effects, "slow");
+    approving.kill().unwrap();
+    approving.wait().unwrap();
+
+    let taken = scratch.durable(&["approve", "--turn", &turn, "--all", "--take-over"]);
+    assert!(taken.status.success(), "{}", stderr(&taken));
+    assert_eq!(
+        stdout_json(&taken)["value"]["result"],
+        json!([true, {"id": 7}, true, {"noted": true}, false, "possibly_executed"]),
+        "wire from the stored answer, note from the ledger's record, slow may have run"
+    );
+    assert_eq!(std::fs::read_to_string(&effects).unwrap(), "wire\nnote\nslow\n", "each effect once");
+    assert!(scratch.pending().is_empty());
+    let rows = one_row_per_call(&scratch, &turn);
+    let tools: Vec<&str> = rows.iter().map(|row| row["tool"].as_str().unwrap()).collect();
+    for tool in ["wire", "note", "slow", "run_script"] {
+        assert_eq!(tools.iter().filter(|t| **t == tool).count(), 1, "{tool}: {rows:#?}");
+    }
+}
+
+/// A `tether-sidecar` process on a Unix socket in the scratch folder, with
+/// the scratch's park key and compile cache.
+struct Sidecar {
+    child: std::process::Child,
+    address: String,
+}
+
+impl Sidecar {
+    fn start(scratch: &Scratch, name: &str) -> Sidecar {
+        use std::io::BufRead as _;
+        use std::os::unix::fs::MetadataExt as _;
+        // Built by the workspace's test build beside this package's `tether`.
+        let binary = std::path::Path::new(super::TETHER).with_file_name("tether-sidecar");
+        assert!(binary.exists(), "no `{}`: build it (`cargo build -p tether-sidecar`)", binary.display());
+        let socket = scratch.path(&format!("{name}.sock"));
+        let uid = std::fs::metadata(scratch.path("")).unwrap().uid().to_string();
+        let mut child = Command::new(binary)
+            .args(["--socket", socket.to_str().unwrap(), "--no-tcp", "--allow-uid", &uid])
+            .args(["--park-key-file", scratch.path_str("park.key"), "--cache-dir", scratch.path_str("cache")])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let address = loop {
+            match lines.next() {
+                Some(line) => {
+                    if let Some(found) = line.unwrap().strip_prefix("listening on ") {
+                        break found.to_owned();
+                    }
+                }
+                None => panic!("the sidecar exited before it listened"),
+            }
+        };
+        // Its later lines are not read; a closed pipe does not stop it.
+        drop(lines);
+        Sidecar { child, address }
+    }
+
+    fn kill(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Sidecar {
+    /// SIGKILL, also when a test fails: no sidecar outlives its test.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn runs_parked_on_a_sidecar_killed_twice_resume_on_a_third_and_run_nothing_twice() {
+    let scratch = Scratch::new();
+    std::fs::create_dir_all(scratch.path("cache")).unwrap();
+    // The key the sidecars share, as a deployment's Secret.
+    std::fs::write(scratch.path("park.key"), [7u8; 32]).unwrap();
+    let effects = scratch.path("effects.log");
+    let first = Sidecar::start(&scratch, "a");
+    let (turn, _) = park_three(&scratch, &effects, &["--sidecar", &first.address.clone()]);
+    // kill -9 the sidecar while the run waits on approval: it held nothing.
+    first.kill();
+
+    // kill -9 the second while the resumed run is in `slow`, `wire` and `note` settled.
+    let second = Sidecar::start(&scratch, "b");
+    let approving = spawn_durable(&scratch, &["approve", "--turn", &turn, "--all", "--sidecar", &second.address]);
+    wait_for_effect(&effects, "slow");
+    second.kill();
+    let interrupted = approving.wait_with_output().unwrap();
+    assert!(!interrupted.status.success());
+    assert!(stderr(&interrupted).contains("Nothing is lost"), "{}", stderr(&interrupted));
+    let runs = scratch.pending();
+    assert_eq!(runs.len(), 1, "still parked: {runs:?}");
+
+    // Resumed on a third, without `--take-over`: the claim was released.
+    let third = Sidecar::start(&scratch, "c");
+    let resumed = scratch.durable(&["approve", "--turn", &turn, "--all", "--sidecar", &third.address]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    let result = stdout_json(&resumed)["value"]["result"].clone();
+    let first_four = result.as_array().map(|all| all[..4].to_vec());
+    assert_eq!(first_four, Some(vec![json!(true), json!({"id": 7}), json!(true), json!({"noted": true})]), "{result}");
+    assert_eq!(std::fs::read_to_string(&effects).unwrap(), "wire\nnote\nslow\n", "each effect once: {result}");
+    assert!(scratch.pending().is_empty());
+    let rows = one_row_per_call(&scratch, &turn);
+    assert_eq!(rows.iter().filter(|row| row["tool"] == json!("run_script")).count(), 1, "{rows:#?}");
+    third.kill();
+}
+
+#[test]
+fn expire_times_out_calls_that_waited_past_the_limit_and_the_script_goes_on() {
+    let scratch = Scratch::new();
+    let effects = scratch.path("effects.log");
+    let config = three_effects(&scratch, &effects);
+    // The wait limit: one second.
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.insert_str(0, "[turn]\napproval_timeout = \"1s\"\n\n");
+    std::fs::write(&config, text).unwrap();
+    let script = scratch.path("wire.py");
+    std::fs::write(&script, "w = wire(amount=1)\n[w['ok'], w['error']['code']]\n").unwrap();
+    let parked = scratch.durable(&[
+        "run",
+        script.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--approval",
+        "later",
+    ]);
+    assert_eq!(code(&stdout_json(&parked)), Some("run_parked"), "{}", stderr(&parked));
+    let (turn, call, ..) = only_pending(&scratch);
+
+    std::thread::sleep(Duration::from_millis(1500));
+    let expired = scratch.durable(&["expire"]);
+    assert!(expired.status.success(), "{}", stderr(&expired));
+    assert_eq!(stdout_json(&expired)[&turn]["value"]["result"], json!([false, "approval_timeout"]));
+    assert!(std::fs::read_to_string(&effects).unwrap_or_default().is_empty(), "nothing ran");
+    assert!(scratch.pending().is_empty());
+    let rows = one_row_per_call(&scratch, &turn);
+    let wire = rows.iter().find(|row| row["call_id"] == json!(call)).unwrap();
+    assert_eq!((&wire["code"], &wire["approval"]), (&json!("approval_timeout"), &json!("timed_out")), "{wire}");
 }

@@ -164,8 +164,8 @@ fn apply(
             // Only a row deleted under us gets here: nobody knows whether that call ran.
             return Ok(Err(StoreError::Replayed { call_id: call_id.clone(), state: LedgerState::Started }));
         }
-        StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms } => {
-            statements.settle(c, turn_id, call_id, *outcome, *settled_at_ms)?;
+        StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms, result } => {
+            statements.settle(c, turn_id, call_id, *outcome, *settled_at_ms, result.as_deref())?;
         }
     }
     Ok(Ok(()))

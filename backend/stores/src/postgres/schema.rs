@@ -19,9 +19,11 @@ use crate::group_commit::parked::{Holder, ParkedRow};
 /// Version 2 added `tether_turns` (turn ids claimed at open) and the audit
 /// column `approval_reason`; version 3 the audit column `detail` (a
 /// failure's full text for the operator); version 4 `tether_parked_runs`
-/// (runs parked waiting for people, resumed by any backend).
+/// (runs parked waiting for people, resumed by any backend); version 5 the
+/// ledger column `result` (what a settled call returned, so a run resumed
+/// after a crash is answered from it).
 /// [`MIGRATIONS`] brings older tables up.
-pub(super) const SCHEMA_VERSION: i32 = 4;
+pub(super) const SCHEMA_VERSION: i32 = 5;
 
 /// The identity columns' declarations, the same in both tables, in the order
 /// of `identity_columns!`.
@@ -94,6 +96,7 @@ CREATE TABLE IF NOT EXISTS tether_ledger (
     started_at_ms BIGINT NOT NULL,
     settled_at_ms BIGINT,
     outcome TEXT,
+    result TEXT,
     UNIQUE (turn_id, call_id)
 );
 ",
@@ -102,7 +105,7 @@ CREATE TABLE IF NOT EXISTS tether_ledger (
 
 /// What brings tables of version `N` to `N + 1`: `MIGRATIONS[N - 1]`, run
 /// under the schema lock in the transaction that records the new version.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     "
 CREATE TABLE IF NOT EXISTS tether_turns (
     turn_id TEXT PRIMARY KEY,
@@ -114,6 +117,9 @@ ALTER TABLE tether_audit ADD COLUMN IF NOT EXISTS approval_reason TEXT;
 ALTER TABLE tether_audit ADD COLUMN IF NOT EXISTS detail TEXT;
 ",
     parked_ddl!(),
+    "
+ALTER TABLE tether_ledger ADD COLUMN IF NOT EXISTS result TEXT;
+",
 ];
 
 /// One lock per schema (the tables' namespace), held while the tables are
@@ -164,9 +170,9 @@ const INSERT_STARTED: &str = concat!(
      ON CONFLICT (turn_id, call_id) DO NOTHING"
 );
 const RESTART: &str =
-    "UPDATE tether_ledger SET state = 'started', started_at_ms = $3, settled_at_ms = NULL, outcome = NULL
-     WHERE turn_id = $1 AND call_id = $2";
-const SETTLE: &str = "UPDATE tether_ledger SET state = 'settled', settled_at_ms = $3, outcome = $4
+    "UPDATE tether_ledger SET state = 'started', started_at_ms = $3, settled_at_ms = NULL, outcome = NULL,
+     result = NULL WHERE turn_id = $1 AND call_id = $2";
+const SETTLE: &str = "UPDATE tether_ledger SET state = 'settled', settled_at_ms = $3, outcome = $4, result = $5
      WHERE turn_id = $1 AND call_id = $2";
 const SELECT_AUDIT: &str = concat!(
     "SELECT ",
@@ -177,7 +183,7 @@ const SELECT_AUDIT: &str = concat!(
 const SELECT_LEDGER: &str = concat!(
     "SELECT ",
     identity_columns!(),
-    ", approval_required, state, started_at_ms, settled_at_ms, outcome
+    ", approval_required, state, started_at_ms, settled_at_ms, outcome, result
      FROM tether_ledger WHERE turn_id = $1 ORDER BY seq"
 );
 
@@ -424,7 +430,7 @@ impl Statements {
         Ok(())
     }
 
-    /// Marks the row of `(turn_id, call_id)` settled.
+    /// Marks the row of `(turn_id, call_id)` settled, with what the tool returned.
     pub(super) fn settle(
         &self,
         c: &mut impl GenericClient,
@@ -432,8 +438,9 @@ impl Statements {
         call_id: &str,
         outcome: CallStatus,
         at_ms: i64,
+        result: Option<&str>,
     ) -> Result<(), postgres::Error> {
-        c.execute(&self.settle, &[&turn_id, &call_id, &at_ms, &outcome.as_str()])?;
+        c.execute(&self.settle, &[&turn_id, &call_id, &at_ms, &outcome.as_str(), &result])?;
         Ok(())
     }
 
@@ -482,6 +489,7 @@ impl Statements {
                     started_at_ms: row.try_get(n + 2).map_err(crate::db)?,
                     settled_at_ms: row.try_get(n + 3).map_err(crate::db)?,
                     outcome: outcome.and_then(CallStatus::parse),
+                    result: row.try_get(n + 5).map_err(crate::db)?,
                 })
             })
             .collect()

@@ -47,8 +47,8 @@ fn apply(c: &Connection, write: &StoreWrite) -> Result<(), StoreError> {
                 StartVerdict::Restart => schema::restart(c, entry).map_err(crate::db)?,
             }
         }
-        StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms } => {
-            schema::settle(c, turn_id, call_id, *outcome, *settled_at_ms).map_err(crate::db)?;
+        StoreWrite::Settled { turn_id, call_id, outcome, settled_at_ms, result } => {
+            schema::settle(c, turn_id, call_id, *outcome, *settled_at_ms, result.as_deref()).map_err(crate::db)?;
         }
     }
     Ok(())

@@ -63,6 +63,7 @@ CREATE TABLE IF NOT EXISTS ledger (
     started_at_ms INTEGER NOT NULL,
     settled_at_ms INTEGER,
     outcome TEXT,
+    result TEXT,
     UNIQUE (turn_id, call_id)
 );
 CREATE TABLE IF NOT EXISTS parked_runs (
@@ -79,12 +80,13 @@ CREATE TABLE IF NOT EXISTS parked_runs (
 
 /// Columns added since the first schema, added to an older file when it is
 /// opened: `(table, column, declaration)`.
-const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
+const ADDED_COLUMNS: [(&str, &str, &str); 6] = [
     ("audit", "depth", "INTEGER NOT NULL DEFAULT 0"),
     ("audit", "approval_reason", "TEXT"),
     ("audit", "detail", "TEXT"),
     ("ledger", "depth", "INTEGER NOT NULL DEFAULT 0"),
     ("ledger", "args_truncated", "INTEGER NOT NULL DEFAULT 0"),
+    ("ledger", "result", "TEXT"),
 ];
 
 const INSERT_AUDIT: &str = concat!(
@@ -106,10 +108,9 @@ const TURN_HELD: &str = "SELECT EXISTS (SELECT 1 FROM turns WHERE turn_id = ?1)
      OR EXISTS (SELECT 1 FROM ledger WHERE turn_id = ?1)";
 const CLAIM_TURN: &str = "INSERT INTO turns (turn_id, opened_at_ms) VALUES (?1, ?2)";
 const LEDGER_STATE: &str = "SELECT state FROM ledger WHERE turn_id = ?1 AND call_id = ?2";
-const RESTART: &str = "UPDATE ledger SET state = 'started', started_at_ms = ?3, settled_at_ms = NULL, outcome = NULL
-     WHERE turn_id = ?1 AND call_id = ?2";
-const SETTLE: &str =
-    "UPDATE ledger SET state = 'settled', settled_at_ms = ?3, outcome = ?4 WHERE turn_id = ?1 AND call_id = ?2";
+const RESTART: &str = "UPDATE ledger SET state = 'started', started_at_ms = ?3, settled_at_ms = NULL, outcome = NULL,
+     result = NULL WHERE turn_id = ?1 AND call_id = ?2";
+const SETTLE: &str = "UPDATE ledger SET state = 'settled', settled_at_ms = ?3, outcome = ?4, result = ?5 WHERE turn_id = ?1 AND call_id = ?2";
 const SELECT_AUDIT: &str = concat!(
     "SELECT ",
     identity_columns!(),
@@ -119,7 +120,7 @@ const SELECT_AUDIT: &str = concat!(
 const SELECT_LEDGER: &str = concat!(
     "SELECT ",
     identity_columns!(),
-    ", approval_required, state, started_at_ms, settled_at_ms, outcome
+    ", approval_required, state, started_at_ms, settled_at_ms, outcome, result
      FROM ledger WHERE turn_id = ?1 ORDER BY seq"
 );
 
@@ -271,15 +272,16 @@ pub(super) fn restart(c: &Connection, e: &LedgerEntry) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Marks the row of `(turn_id, call_id)` settled.
+/// Marks the row of `(turn_id, call_id)` settled, with what the tool returned.
 pub(super) fn settle(
     c: &Connection,
     turn_id: &str,
     call_id: &str,
     outcome: CallStatus,
     at_ms: i64,
+    result: Option<&str>,
 ) -> rusqlite::Result<()> {
-    c.prepare_cached(SETTLE)?.execute(params![turn_id, call_id, at_ms, outcome.as_str()])?;
+    c.prepare_cached(SETTLE)?.execute(params![turn_id, call_id, at_ms, outcome.as_str(), result])?;
     Ok(())
 }
 
@@ -322,6 +324,7 @@ pub(super) fn ledger_rows(c: &Connection, turn_id: &str) -> rusqlite::Result<Vec
             started_at_ms: row.get(n + 2)?,
             settled_at_ms: row.get(n + 3)?,
             outcome: outcome.as_deref().and_then(CallStatus::parse),
+            result: row.get(n + 5)?,
         })
     })?;
     rows.collect()
