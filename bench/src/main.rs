@@ -1,9 +1,11 @@
 //! `tether-bench`: Tether measured, alone and side by side with its peers.
 //!
 //! - default (no subcommand): Tether over TCP, a Unix socket, embedded, and
-//!   embedded on one thread, pydantic-monty, CPython and Pyodide on the same four workloads; p50/p99,
-//!   throughput, the sidecar's RSS and start-up; the one table of
-//!   `docs/benchmarks.md` (`compare`; `./x bench` installs the peers first)
+//!   embedded on one thread, pydantic-monty, CPython and Pyodide on the same
+//!   four workloads, p50/p99 and throughput; and the sidecar alone — its RSS
+//!   with runs waiting live and parked, parked state bytes, park and resume
+//!   times, start-up: the two tables of `docs/benchmarks.md` (`compare`;
+//!   `./x bench` installs the peers first)
 //! - `runs`: medians of whole runs over real gRPC on loopback, against an
 //!   embedded sidecar — a trivial run (`1 + 1`), one call round trip (a run
 //!   making N calls to a no-op tool minus a run making none, divided by N),
@@ -34,7 +36,7 @@ use clap::{Parser, Subcommand};
 use std::future::Future;
 
 /// Tether measured, alone and side by side with pydantic-monty, CPython and
-/// Pyodide; without a command, the table of docs/benchmarks.md (`./x bench`
+/// Pyodide; without a command, the tables of docs/benchmarks.md (`./x bench`
 /// installs the peers first).
 #[derive(Debug, Parser)]
 struct Cli {

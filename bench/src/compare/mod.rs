@@ -1,5 +1,5 @@
-//! `tether-bench` (no subcommand): Tether side by side with its peers — the
-//! one table of `docs/benchmarks.md`.
+//! `tether-bench` (no subcommand): Tether side by side with its peers, and
+//! the sidecar alone — the two tables of `docs/benchmarks.md`.
 //!
 //! - `workload`: the four workloads, their scripts, input and tools
 //! - `tether`: Tether measured here, over TCP, a Unix socket, or embedded
@@ -8,7 +8,7 @@
 //! - `parking`: parked runs — the sidecar's RSS with them, their sealed
 //!   states, park and resume times (`docs/parking.md`)
 //! - `stats`: a measurement and its percentiles
-//! - `report`: the machine, the versions and the table, as Markdown
+//! - `report`: the machine, the versions and the tables, as Markdown
 
 mod parking;
 mod peers;
@@ -31,7 +31,7 @@ use workload::Workload;
 pub(crate) const LEVELS: [usize; 4] = [1, 2, 8, 64];
 
 /// Runs waiting live on an unanswered call while the sidecar's RSS is read
-/// (each holds its instance: 10,000 take about 5.5 GiB), and in `--quick`.
+/// (each holds its instance: 10,000 take about 6 GiB), and in `--quick`.
 const LIVE: [usize; 3] = [100, 1_000, 10_000];
 const LIVE_QUICK: [usize; 1] = [100];
 
@@ -41,7 +41,7 @@ const PARKED_QUICK: [usize; 2] = [100, 1_000];
 
 /// Live and parked runs timed in turn on one thread, and in `--quick`.
 const PAIRS: usize = 300;
-const PAIRS_QUICK: usize = 6000;
+const PAIRS_QUICK: usize = 20;
 
 /// Flags of the side-by-side bench.
 #[derive(Debug, clap::Args)]
@@ -49,10 +49,11 @@ pub(crate) struct Args {
     /// Few samples of everything: a smoke check (writes nothing unless --out).
     #[arg(long)]
     quick: bool,
-    /// Measure only these systems (repeatable); a partial run writes nothing unless --out.
+    /// Measure only these systems (repeatable); a partial run writes nothing unless --out, and
+    /// then only the tables it measured.
     #[arg(long, value_enum)]
     only: Vec<Group>,
-    /// Where to write the table (default: docs/benchmarks.md, on a full run).
+    /// Where to write the tables (default: docs/benchmarks.md, on a full run).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -73,7 +74,7 @@ pub(crate) enum Group {
     Pyodide,
 }
 
-/// One column of the table.
+/// One column of the side-by-side table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum System {
     /// A sidecar process over gRPC on TCP (the ratios' baseline).
@@ -182,7 +183,7 @@ impl Runner<'_> {
     }
 }
 
-/// Measures every system picked, prints the table and writes it.
+/// Measures every system picked, prints the tables and writes them.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let picked = |group: Group| args.only.is_empty() || args.only.contains(&group);
     let mut figures = Figures { quick: args.quick, ..Figures::default() };

@@ -19,6 +19,7 @@
 //! as the script tool does for an approver that defers), so the run ends in
 //! the bench with its `Parked` and the bench resumes it when it wants to.
 
+use super::sidecar::{self, ONE_CALL, Waiting};
 use super::stats::Measured;
 use crate::process::{SidecarProcess, sidecar_binary};
 use anyhow::Context;
@@ -30,7 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tether_backend::client::HandedOff;
 use tether_backend::pb;
-use tether_backend::{CallHandler, RunOutcome, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
+use tether_backend::{CallHandler, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
 use tether_cli::demo::DemoWorld;
 use tether_cli::embedded::EmbeddedSidecar;
 use tether_sidecar::SidecarConfig;
@@ -45,10 +46,6 @@ pub(crate) const CONNECTIONS: usize = 8;
 /// `--max-queued-runs` 1,024), which the parked sidecar runs with.
 pub(crate) const IN_FLIGHT: usize = 64;
 
-/// The script of every run parked for the RSS figures: one call, which
-/// waits for a person.
-pub(crate) const ONE_CALL: &str = "call('x')";
-
 /// The script of the timed runs: the first call is answered at once (live)
 /// or waits for a person (parked); the second is answered at once.
 const TWO_CALLS: &str = "call('first')\ncall('second')";
@@ -59,7 +56,7 @@ const WARMUP_PAIRS: usize = 20;
 /// Every call waits for a person who answers later, elsewhere: the handler
 /// says so (`AwaitingPerson`), so a run that may park parks at once, and
 /// takes the calls out of this process: the run ends with its sealed state
-/// ([`RunOutcome::handed_off`]). With `remember`, each call's tool and
+/// (`RunOutcome::handed_off`). With `remember`, each call's tool and
 /// arguments are kept by id, for the bench to answer them.
 #[derive(Default)]
 struct Deferred {
@@ -91,11 +88,6 @@ impl CallHandler for Deferred {
 /// If the run fails to start, or ends instead of parking.
 async fn park(client: &SidecarClient, request: RunRequest, handler: &dyn CallHandler) -> anyhow::Result<HandedOff> {
     let outcome = client.run(RunRequest { may_park: true, ..request }, handler).await?;
-    handed_off(outcome)
-}
-
-/// The hand-off a run ended with, or an error saying how it ended instead.
-fn handed_off(outcome: RunOutcome) -> anyhow::Result<HandedOff> {
     match outcome.handed_off {
         Some(handed) => Ok(handed),
         None => anyhow::bail!(
@@ -239,53 +231,16 @@ pub(crate) const IDLE_RELEASE: Duration = Duration::from_secs(5);
 /// [`IDLE_RELEASE`], a tick of its releaser, and the engine rebuilt.
 const GIVE_BACK_WAIT: Duration = Duration::from_secs(8);
 
-/// Holds every call until [`Gate::open`], counting them: [`IN_FLIGHT`]
-/// runs waiting live at once warm the pool slots that runs in flight to
-/// their park do, and once answered hold nothing — the baseline the parked
-/// runs are measured against.
-struct Gate {
-    waiting: std::sync::atomic::AtomicUsize,
-    open: tokio::sync::watch::Sender<bool>,
-}
-
-impl Gate {
-    fn new() -> Gate {
-        Gate { waiting: std::sync::atomic::AtomicUsize::new(0), open: tokio::sync::watch::Sender::new(false) }
-    }
-}
-
-#[async_trait::async_trait]
-impl CallHandler for Gate {
-    async fn call(&self, _call: ScriptCall) -> ToolOutcome {
-        let mut open = self.open.subscribe();
-        self.waiting.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // The sender lives as long as the gate, so this ends only when it opens.
-        let _ = open.wait_for(|open| *open).await;
-        ToolOutcome::Ok(Value::Null)
-    }
-}
-
-/// How long the runs of the burst may take to all reach their call.
-const BURST_WAIT: Duration = Duration::from_secs(120);
-
-/// [`IN_FLIGHT`] runs of [`ONE_CALL`] over `clients`, all waiting on their
-/// call at once, then all answered: they end, holding nothing.
+/// [`IN_FLIGHT`] runs of [`ONE_CALL`] over `clients`, all waiting live on
+/// their call at once, then all answered: they warm the pool slots that
+/// runs in flight to their park do, and end holding nothing — the baseline
+/// the parked runs are measured against.
 ///
 /// # Errors
 /// If a run fails, or they do not all reach their call in time.
 async fn burst(clients: &[SidecarClient]) -> anyhow::Result<()> {
-    let gate = Arc::new(Gate::new());
-    let mut runs = JoinSet::new();
-    for i in 0..IN_FLIGHT {
-        let (client, gate) = (clients[i % clients.len()].clone(), gate.clone());
-        runs.spawn(async move { client.run(RunRequest::python(format!("burst-{i}"), ONE_CALL), &*gate).await });
-    }
-    let give_up = Instant::now() + BURST_WAIT;
-    while gate.waiting.load(std::sync::atomic::Ordering::Relaxed) < IN_FLIGHT {
-        anyhow::ensure!(Instant::now() < give_up, "the burst's runs did not all reach their call in {BURST_WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    gate.open.send_replace(true);
+    let Waiting { gate, mut runs } = sidecar::waiting_runs(clients, IN_FLIGHT).await?;
+    gate.open();
     while let Some(ended) = runs.join_next().await {
         let outcome = ended.context("a run's task")??;
         anyhow::ensure!(outcome.is_ok(), "a run of the burst failed: {outcome:?}");
@@ -327,12 +282,12 @@ where
 }
 
 /// A `tether-sidecar` process with its default bounds (the compile cache in
-/// `cache_dir`, already filled): its RSS idle, just after a burst of runs
-/// waiting live at once, answered, and once idle after it; then after runs of [`ONE_CALL`] have
-/// parked one after another, at most [`IN_FLIGHT`] at a time over
-/// [`CONNECTIONS`] connections, until `counts` (ascending) have, just after
-/// the last park and once idle, with what its gauges say it holds. The
-/// bench keeps every sealed state, as a backend would.
+/// `cache_dir`, already filled): its RSS idle, just after a [`burst`] of
+/// runs waiting live, and once idle after it; then after runs of
+/// [`ONE_CALL`] have parked one after another, at most [`IN_FLIGHT`] at a
+/// time over [`CONNECTIONS`] connections, until `counts` (ascending) have —
+/// just after the last park and once idle — with what its gauges say it
+/// holds. The bench keeps every sealed state, as a backend would.
 ///
 /// # Errors
 /// If the sidecar cannot start, a run fails or does not park, or the
@@ -346,22 +301,17 @@ pub(crate) async fn parked_rss(cache_dir: &Path, counts: &[usize]) -> anyhow::Re
         "--idle-release-seconds".into(),
         IDLE_RELEASE.as_secs().to_string(),
     ];
-    let sidecar = SidecarProcess::start(&sidecar_binary(None)?, &flags)?;
-    let clients = sidecar.connections(CONNECTIONS).await?;
-    let handler = Arc::new(Deferred::default());
-    for i in 0..4 {
-        let outcome = clients[0].run(RunRequest::python(format!("warm-{i}"), "1 + 1"), &*handler).await?;
-        anyhow::ensure!(outcome.is_ok(), "a warm-up run failed: {outcome:?}");
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let idle_kib = sidecar.sample()?.rss_kib;
+    let process = SidecarProcess::start(&sidecar_binary(None)?, &flags)?;
+    let clients = process.connections(CONNECTIONS).await?;
+    let idle_kib = sidecar::idle_rss(&process, &clients[0]).await?;
     burst(&clients).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let burst_kib = sidecar.sample()?.rss_kib;
+    let burst_kib = process.sample()?.rss_kib;
     tokio::time::sleep(GIVE_BACK_WAIT).await;
-    let given_back_kib = sidecar.sample()?.rss_kib;
+    let given_back_kib = process.sample()?.rss_kib;
     let mut figures = ParkedRss { idle_kib, burst_kib, given_back_kib, ..ParkedRss::default() };
 
+    let handler = Arc::new(Deferred::default());
     let mut states: Vec<Vec<u8>> = Vec::with_capacity(counts.last().copied().unwrap_or(0));
     let parking = |client: SidecarClient, i: usize| {
         let handler = handler.clone();
@@ -375,11 +325,11 @@ pub(crate) async fn parked_rss(cache_dir: &Path, counts: &[usize]) -> anyhow::Re
         figures.elapsed += started.elapsed();
         eprintln!("tether-bench: {count} runs parked, {:.1} s of parking", figures.elapsed.as_secs_f64());
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let (rss, held) = (sidecar.sample()?.rss_kib, Held::read(&sidecar.metrics().await?)?);
+        let (rss, held) = (process.sample()?.rss_kib, Held::read(&process.metrics().await?)?);
         tokio::time::sleep(GIVE_BACK_WAIT).await;
-        figures.at.push((count, rss, sidecar.sample()?.rss_kib, held));
+        figures.at.push((count, rss, process.sample()?.rss_kib, held));
     }
-    let metrics = sidecar.metrics().await?;
+    let metrics = process.metrics().await?;
     figures.park = Histogram::parse(&metrics, "tether_sidecar_park_duration_seconds")?;
     figures.pool_releases = gauge(&metrics, "tether_sidecar_pool_releases_total")?;
     figures.state_bytes = states.iter().map(Vec::len).collect();

@@ -178,13 +178,14 @@ fn count(n: usize) -> String {
     out
 }
 
+/// KiB as MiB, one decimal.
 fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
 
-/// `kib` as MiB, and how far above `base` it is (or below), in MiB.
-fn above(kib: u64, base: u64) -> String {
-    format!("{} ({:+.1} MiB)", mib(kib), (kib as f64 - base as f64) / 1024.0)
+/// `kib` as MiB, and how far above `base` (called `what`) it is, or below.
+fn above(kib: u64, base: u64, what: &str) -> String {
+    format!("{} ({:+.1} MiB over {what})", mib(kib), (kib as f64 - base as f64) / 1024.0)
 }
 
 /// Bytes as KiB, two decimals.
@@ -226,15 +227,19 @@ fn ratio(a: &Spans, b: &Spans) -> String {
     format!("{}× (CPU {}×)", of(&a.wall, &b.wall), of(&a.cpu, &b.cpu))
 }
 
+/// Whether a target was met, as the table says it.
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "**missed**" }
+}
+
 /// A target and whether it was met.
 fn target(what: &str, met: bool) -> String {
-    format!("{what}: {}", if met { "met" } else { "**missed**" })
+    format!("{what}: {}", verdict(met))
 }
 
 /// A time target judged on the thread's CPU time at p50 and on the wall time.
 fn time_target(spans: &Spans, limit: Duration) -> String {
     let (cpu, wall) = (spans.cpu.quantile(0.5) <= limit, spans.wall.quantile(0.5) <= limit);
-    let verdict = |met: bool| if met { "met" } else { "**missed**" };
     format!("≤ {} (p50): {} on CPU time, {} on wall time", human(limit), verdict(cpu), verdict(wall))
 }
 
@@ -259,7 +264,7 @@ fn sidecar_table(figures: &Figures) -> Option<String> {
             let per_run = rss.saturating_sub(*idle) as f64 / runs.max(1) as f64;
             row(
                 format!("sidecar RSS, {} runs waiting live on a call (each keeps its Wasm instance)", count(runs)),
-                format!("{} over idle, {per_run:.0} KiB a run", above(rss, *idle)),
+                format!("{}, {per_run:.0} KiB a run", above(rss, *idle, "idle")),
                 String::new(),
             );
         }
@@ -288,9 +293,9 @@ fn sidecar_table(figures: &Figures) -> Option<String> {
         );
         for &(runs, rss, given_back, held) in &parked.at {
             let holds = format!(
-                "just after the last park {} over the burst; once idle {} over idle; slots in use {}, runs live {}, waiting on tools {}, guest memory {} B",
-                above(rss, parked.burst_kib),
-                above(given_back, parked.given_back_kib),
+                "just after the last park {}; once idle {}; slots in use {}, runs live {}, waiting on tools {}, guest memory {} B",
+                above(rss, parked.burst_kib, "the burst"),
+                above(given_back, parked.given_back_kib, "idle after it"),
                 held.slots_in_use,
                 held.runs_live,
                 held.runs_waiting_on_tools,
@@ -309,7 +314,7 @@ fn sidecar_table(figures: &Figures) -> Option<String> {
         let total: usize = sizes.iter().sum();
         if let (Some(min), Some(max)) = (sizes.iter().min(), sizes.iter().max()) {
             row(
-                format!("sealed state per parked run, `{}` (`Parked.state`)", super::parking::ONE_CALL),
+                format!("sealed state per parked run, `{}` (`Parked.state`)", super::sidecar::ONE_CALL),
                 format!("mean {:.0} B (min {min}, max {max})", total as f64 / sizes.len() as f64),
                 String::new(),
             );
@@ -501,7 +506,7 @@ mod tests {
         assert_eq!(regions.len(), 1, "no side-by-side table without systems: {regions:?}");
         let text = printed(&regions);
         assert!(text.contains("| sidecar RSS, 1,000 runs waiting live on a call"), "{text}");
-        assert!(text.contains("560.0 MiB (+524.0 MiB) over idle, 537 KiB a run"), "{text}");
+        assert!(text.contains("560.0 MiB (+524.0 MiB over idle), 537 KiB a run"), "{text}");
         assert_eq!((count(100_000), count(999), count(1_000)), ("100,000".into(), "999".into(), "1,000".into()));
     }
 

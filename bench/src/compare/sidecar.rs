@@ -8,8 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tether_backend::{CallHandler, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
+use tether_backend::{CallHandler, ClientError, RunOutcome, RunRequest, ScriptCall, SidecarClient, ToolOutcome};
 use tokio::task::JoinSet;
+
+/// The script of every waiting and parked run: one call.
+pub(crate) const ONE_CALL: &str = "call('x')";
 
 /// How long waiting runs may take to all reach their call.
 const WAIT_WAIT: Duration = Duration::from_secs(600);
@@ -19,18 +22,85 @@ const WAIT_WAIT: Duration = Duration::from_secs(600);
 /// about 1,100 of them).
 const MIB_PER_WAITING_RUN: usize = 8;
 
-/// A tool that never answers: each call counts itself and waits forever.
-#[derive(Default)]
-struct NeverAnswers {
+/// Holds every call until [`Gate::open`] (a gate never opened never
+/// answers), counting the calls that wait.
+pub(crate) struct Gate {
     waiting: AtomicUsize,
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        Gate { waiting: AtomicUsize::new(0), open: tokio::sync::watch::Sender::new(false) }
+    }
+
+    /// Answers every call waiting, and every later one at once.
+    pub(crate) fn open(&self) {
+        self.open.send_replace(true);
+    }
 }
 
 #[async_trait::async_trait]
-impl CallHandler for NeverAnswers {
+impl CallHandler for Gate {
     async fn call(&self, _call: ScriptCall) -> ToolOutcome {
+        let mut open = self.open.subscribe();
         self.waiting.fetch_add(1, Ordering::Relaxed);
-        std::future::pending().await
+        // The sender lives as long as the gate, so this ends only when it opens.
+        let _ = open.wait_for(|open| *open).await;
+        ToolOutcome::Ok(serde_json::Value::Null)
     }
+}
+
+/// Runs waiting live on their call, and the gate that holds them.
+pub(crate) struct Waiting {
+    /// What answers their calls once opened.
+    pub(crate) gate: Arc<Gate>,
+    /// The runs (dropping them drops their streams: the runs end).
+    pub(crate) runs: JoinSet<Result<RunOutcome, ClientError>>,
+}
+
+/// `count` runs of [`ONE_CALL`] over `clients` (run `i` on connection `i %
+/// clients.len()`), once every one waits on its call: runs that may not
+/// park, so each keeps its instance.
+///
+/// # Errors
+/// If a run ends before its call is answered, or they do not all reach
+/// their call in time.
+pub(crate) async fn waiting_runs(clients: &[SidecarClient], count: usize) -> anyhow::Result<Waiting> {
+    let gate = Arc::new(Gate::new());
+    let mut runs = JoinSet::new();
+    for i in 0..count {
+        let (client, gate) = (clients[i % clients.len()].clone(), gate.clone());
+        runs.spawn(async move { client.run(RunRequest::python(format!("wait-{i}"), ONE_CALL), &*gate).await });
+    }
+    let give_up = Instant::now() + WAIT_WAIT;
+    while gate.waiting.load(Ordering::Relaxed) < count {
+        if let Some(ended) = runs.try_join_next() {
+            anyhow::bail!("a waiting run ended before its call was answered: {:?}", ended.context("run task")?);
+        }
+        anyhow::ensure!(
+            Instant::now() < give_up,
+            "only {} of {count} runs reached their call within {WAIT_WAIT:?}",
+            gate.waiting.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(Waiting { gate, runs })
+}
+
+/// The sidecar's idle RSS, KiB: half a second after four runs of `1 + 1`
+/// on `client`, one at a time.
+///
+/// # Errors
+/// If a run fails or `/proc` cannot be read.
+pub(crate) async fn idle_rss(sidecar: &SidecarProcess, client: &SidecarClient) -> anyhow::Result<u64> {
+    let gate = Gate::new();
+    for i in 0..4 {
+        let outcome = client.run(RunRequest::python(format!("warm-{i}"), "1 + 1"), &gate).await?;
+        anyhow::ensure!(outcome.is_ok(), "a warm-up run failed: {outcome:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    Ok(sidecar.sample()?.rss_kib)
 }
 
 /// The sidecar's resident memory, KiB: idle (after a few runs), then with
@@ -59,34 +129,11 @@ pub(crate) async fn live_rss(cache_dir: &Path, counts: &[usize]) -> anyhow::Resu
         ];
         let sidecar = SidecarProcess::start(&binary, &flags)?;
         let clients = sidecar.connections(8).await?;
-        for i in 0..4 {
-            let outcome =
-                clients[0].run(RunRequest::python(format!("warm-{i}"), "1 + 1"), &NeverAnswers::default()).await?;
-            anyhow::ensure!(outcome.is_ok(), "a warm-up run failed: {outcome:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        idle = sidecar.sample()?.rss_kib;
-        let tool = Arc::new(NeverAnswers::default());
-        let mut runs = JoinSet::new();
-        for i in 0..count {
-            let (client, tool) = (clients[i % clients.len()].clone(), tool.clone());
-            runs.spawn(async move { client.run(RunRequest::python(format!("wait-{i}"), "call('x')"), &*tool).await });
-        }
-        let give_up = Instant::now() + WAIT_WAIT;
-        while tool.waiting.load(Ordering::Relaxed) < count {
-            if let Some(ended) = runs.try_join_next() {
-                anyhow::bail!("a waiting run ended before its call was answered: {:?}", ended.context("run task")?);
-            }
-            anyhow::ensure!(
-                Instant::now() < give_up,
-                "only {} of {count} runs reached their call within {WAIT_WAIT:?}",
-                tool.waiting.load(Ordering::Relaxed)
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        idle = idle_rss(&sidecar, &clients[0]).await?;
+        let runs = waiting_runs(&clients, count).await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         waiting.push(sidecar.sample()?.rss_kib);
-        runs.abort_all();
+        drop(runs);
     }
     Ok((idle, waiting))
 }

@@ -35,9 +35,10 @@ impl Measured {
 /// significant figures at most.
 pub(crate) fn human(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
-    if us < 1_000.0 {
+    // Below 999.5 µs, so that nothing rounds up to "1000 µs".
+    if us < 999.5 {
         format!("{us:.0} µs")
-    } else if us < 1_000_000.0 {
+    } else if us < 999_500.0 {
         format!("{} ms", three_figures(us / 1000.0))
     } else {
         format!("{:.2} s", us / 1e6)
@@ -90,6 +91,7 @@ mod tests {
         assert_eq!(human(Duration::from_micros(12_345)), "12.3 ms");
         assert_eq!(human(Duration::from_micros(123_456)), "123 ms");
         assert_eq!(human(Duration::from_millis(2_507)), "2.51 s");
+        assert_eq!(human(Duration::from_nanos(999_600)), "1.00 ms");
         assert_eq!((rate(0.43), rate(254.4)), ("0.4".to_owned(), "254".to_owned()));
     }
 }
