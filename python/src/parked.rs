@@ -33,17 +33,6 @@ fn durable(url: &AuditStoreUrl) -> PyResult<()> {
     Ok(())
 }
 
-/// One pending call as Python reads it (`tether.PendingCall`).
-fn call_json(call: &PendingCall) -> Value {
-    json!({
-        "call_id": call.request.call_id,
-        "tool": call.request.tool,
-        "args": call.request.args,
-        "reason": call.request.reason,
-        "since_ms": call.since_ms,
-    })
-}
-
 /// One parked run as Python reads it (`tether.ParkedRun`): the calls not
 /// answered yet.
 fn run_json(run: &ParkedRun) -> Value {
@@ -51,7 +40,7 @@ fn run_json(run: &ParkedRun) -> Value {
         "turn_id": run.turn_id,
         "run_id": run.run_id,
         "parked_at_ms": run.parked_at_ms,
-        "calls": run.unanswered().map(call_json).collect::<Vec<_>>(),
+        "calls": run.unanswered().map(PendingCall::listing).collect::<Vec<_>>(),
     })
 }
 
@@ -164,13 +153,16 @@ async fn resume_one(kit: &Kit, run: &ParkedRun, answers: &Answers, claimant: &st
     match resumed? {
         Resumed::Waiting(calls) => Ok(json!({
             "turn_id": turn_id, "run_id": run_id,
-            "waiting": calls.iter().map(call_json).collect::<Vec<_>>(), "result": null,
+            "waiting": calls.iter().map(PendingCall::listing).collect::<Vec<_>>(), "result": null,
         })),
         Resumed::Settled(result) => {
             // Parked again, at calls made since: what it waits on now.
             let waiting: Vec<Value> = if result.failure().is_some_and(|failure| failure.code == Code::RunParked) {
                 let runs = store.parked_runs(Some(&turn_id)).await.map_err(error::store)?;
-                runs.iter().filter(|r| r.run_id == run_id).flat_map(|r| r.unanswered().map(call_json)).collect()
+                runs.iter()
+                    .filter(|r| r.run_id == run_id)
+                    .flat_map(|r| r.unanswered().map(PendingCall::listing))
+                    .collect()
             } else {
                 Vec::new()
             };

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 use tether_backend::turn::{
     Answers, ApprovalDecision, ApprovalRequest, Approver, AuditStore, AuditStoreUrl, Code, DeferredApprover, ParkedRun,
-    Resumed, runs_waiting_on, unix_ms,
+    PendingCall, Resumed, runs_waiting_on, unix_ms,
 };
 
 /// The pending calls of every parked run of `turn` (of every turn without
@@ -36,18 +36,7 @@ pub async fn pending(url: &AuditStoreUrl, turn: Option<&str>, json: bool) -> any
 
 /// One parked run as `pending --json` lists it.
 fn run_json(run: &ParkedRun) -> Value {
-    let calls: Vec<Value> = run
-        .unanswered()
-        .map(|call| {
-            json!({
-                "call_id": call.request.call_id,
-                "tool": call.request.tool,
-                "args": call.request.args,
-                "reason": call.request.reason,
-                "since_ms": call.since_ms,
-            })
-        })
-        .collect();
+    let calls: Vec<Value> = run.unanswered().map(PendingCall::listing).collect();
     json!({"turn_id": run.turn_id, "run_id": run.run_id, "parked_at_ms": run.parked_at_ms, "pending": calls})
 }
 

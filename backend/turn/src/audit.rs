@@ -159,9 +159,10 @@ pub struct LedgerEntry {
     /// The status the tool returned with (`ok` or `error`), once settled.
     pub outcome: Option<CallStatus>,
     /// What the tool returned, once settled, as [`RecordedResult`] JSON
-    /// text; `None` when it was over [`LEDGER_RESULT_MAX_BYTES`]. A turn
-    /// resumed after a crash answers a replay of the call from it instead of
-    /// running the tool again.
+    /// text — kept for calls of a resumed turn (the only calls a later
+    /// resume replays); `None` otherwise, or when it was over
+    /// [`LEDGER_RESULT_MAX_BYTES`]. A turn resumed after a crash answers a
+    /// replay of the call from it instead of running the tool again.
     pub result: Option<String>,
 }
 

@@ -350,8 +350,9 @@ impl Turn {
         let meta = tool.meta();
         let limit = meta.time_limit.unwrap_or(self.inner.limits.default_tool_time_limit);
         let effects = !meta.read_only;
-        let identity = guard.identity().clone();
-        let ledger = LedgerEntry::started(identity.clone(), approval_required, unix_ms(SystemTime::now()));
+        let ledger = LedgerEntry::started(guard.identity().clone(), approval_required, unix_ms(SystemTime::now()));
+        // Only a resumed turn replays calls an earlier process made.
+        let resumed = self.inner.resumed.then(|| guard.identity().clone());
         let context = ToolContext { turn: Arc::new(self.clone()), call_id: request.id.clone(), origin: origin.clone() };
         let executor = tool.executor();
         let args = request.args.clone();
@@ -373,10 +374,10 @@ impl Turn {
                     Ok(()) => {}
                     Err(StoreError::Replayed { call_id, state }) => {
                         tracing::warn!(%call_id, "the ledger already holds this call id; not running the tool again");
-                        if self.inner.resumed {
+                        if let Some(identity) = &resumed {
                             // The earlier process may have written the call's row.
                             *once = true;
-                            return self.replayed_after_resume(name, state, &identity).await;
+                            return self.replayed_after_resume(name, state, identity).await;
                         }
                         let settled = state == LedgerState::Settled;
                         return Err(Failure::new(&Reason::ReplayedCall { call_id, settled }, Step::Execution));
@@ -397,7 +398,10 @@ impl Turn {
                     call_id,
                     outcome,
                     settled_at_ms: unix_ms(SystemTime::now()),
-                    result: RecordedResult::record(&returned),
+                    // What a later resume of this run answers a replay with;
+                    // a turn that was not resumed never replays its calls (a
+                    // run's state is taken after them), so keeps none.
+                    result: resumed.as_ref().and_then(|_| RecordedResult::record(&returned)),
                 };
                 // Enqueued in order; committed by the next group commit, which the call does not wait for.
                 if let Err(error) = self.inner.store.enqueue(settled).await {

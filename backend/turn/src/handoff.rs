@@ -317,10 +317,10 @@ mod tests {
                 }),
             )
         };
-        // The process that ends: one call settled, one started only, after
-        // the run's last park (its snapshot).
-        let first = with_note(store.clone()).build().unwrap();
-        let snapshot = first.snapshot();
+        // The process that resumed the run and ended: one call settled, one
+        // started only, after the run's last park (its snapshot).
+        let snapshot = with_note(store.clone()).build().unwrap().snapshot();
+        let first = with_note(store.clone()).resumed(snapshot.clone()).build().unwrap();
         let note = || CallRequest::new("c/2", "note", json!({"text": "ünï"}));
         assert_eq!(first.execute(note(), script()).await.outcome, CallOutcome::Ok(json!({"noted": "ünï"})));
         let identity = crate::CallIdentity::new("t1", "c/3", "note", &script(), (json!({}).to_string(), false));

@@ -153,6 +153,21 @@ pub struct PendingCall {
     pub since_ms: i64,
 }
 
+impl PendingCall {
+    /// The call as the places that list what waits show it (`tether pending
+    /// --json`, the Python package's `tether.pending`): its id, tool, exact
+    /// arguments, why it needs approval, and since when (Unix ms).
+    pub fn listing(&self) -> Value {
+        serde_json::json!({
+            "call_id": self.request.call_id,
+            "tool": self.request.tool,
+            "args": self.request.args,
+            "reason": self.request.reason,
+            "since_ms": self.since_ms,
+        })
+    }
+}
+
 /// How a call of a parked run was answered: what the script gets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
