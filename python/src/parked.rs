@@ -116,6 +116,13 @@ async fn answer_runs(plan: Plan, names: Vec<String>, asked: Asked) -> PyResult<S
             asked.turn_id
         )));
     }
+    if runs.iter().any(ParkedRun::is_model_loop) {
+        return Err(error::config(format!(
+            "turn `{}` is an agent turn the CLI parked (`tether ask --approval later`): its model goes on after \
+             the answer, so answer it with `tether approve --audit-store '{url}' --turn {}` (or `tether deny`)",
+            asked.turn_id, asked.turn_id
+        )));
+    }
     let chosen = runs_waiting_on(&runs, &asked.turn_id, asked.call_id.as_deref()).map_err(error::not_waiting)?;
     missing_tool(&chosen, &names)?;
     let answers = match &asked.call_id {

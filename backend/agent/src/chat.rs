@@ -6,7 +6,7 @@
 use super::error::AgentError;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -31,7 +31,7 @@ impl std::fmt::Debug for ChatEndpoint {
 }
 
 /// A tool call in the model's answer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelToolCall {
     /// The model's id for the call.
     pub id: String,

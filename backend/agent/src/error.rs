@@ -38,6 +38,20 @@ pub enum AgentError {
         /// Why, and what to fix.
         reason: String,
     },
+    /// No answer yet: a call of the model's waits for a person who answers
+    /// from outside this process, and the turn is parked in its audit store
+    /// ([`AgentLoop::parking`](super::AgentLoop::parking)). Answering the call
+    /// resumes the turn, in any process sharing the store.
+    #[error(
+        "the turn is parked in its audit store: the model's call `{call_id}` ({tool}) waits for a person; \
+         answering it resumes the turn"
+    )]
+    Parked {
+        /// The call that waits (a direct call, or the `run_script` call whose run waits).
+        call_id: String,
+        /// Its tool.
+        tool: String,
+    },
     /// The turn's records could not be read.
     #[error(transparent)]
     Turn(#[from] TurnError),

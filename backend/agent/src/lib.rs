@@ -15,6 +15,7 @@
 //!   until the model answers or a limit trips
 //! - `peers`: [`PeerAgents`], agents as tools: runners built lazily and
 //!   cached, each call one stateless nested turn
+//! - `park`: [`AgentPark`], where a parked agent turn's loop stands
 //! - `error`: [`AgentError`]
 
 mod chat;
@@ -22,6 +23,7 @@ mod config;
 mod error;
 mod events;
 mod merge;
+mod park;
 mod peers;
 mod run;
 
@@ -30,5 +32,6 @@ pub use config::{AgentConfig, AgentToolEntry, AgentsConfig};
 pub use error::AgentError;
 pub use events::{AgentEvent, AgentEventLog, AgentEventSink, NoAgentEvents};
 pub use merge::{AGENT_TOOL_PREFIX, agent_tool_name, effective_agent_tools};
+pub use park::{AgentPark, WaitsOn};
 pub use peers::{NestedTurnSetup, PeerAgents, nested_turn_id};
 pub use run::{AgentLoop, AgentRun, DEFAULT_MAX_ITERATIONS};

@@ -8,12 +8,13 @@
 //! approval-required action may have run in the turn, a failed model call is
 //! never retried — the loop stops and reports the actions.
 
-use super::chat::{AssistantMessage, ChatEndpoint};
+use super::chat::{AssistantMessage, ChatEndpoint, ModelToolCall};
 use super::error::AgentError;
 use super::events::{AgentEvent, AgentEventSink, NoAgentEvents};
+use super::park::{AgentPark, WaitsOn};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use tether_turn::{CallOrigin, CallRequest, LedgerEntry, ListedTool, Turn};
+use tether_turn::{CallOrigin, CallRequest, Code, LedgerEntry, ListedTool, OnAwaitingPerson, PendingCall, Turn};
 
 /// The default bound on model rounds in one turn.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 16;
@@ -32,6 +33,9 @@ pub struct AgentLoop {
     /// Where the model's calls sit: `None` at the top (origin `Model`, depth
     /// 0); inside an agent tool, the agent tool's call id and the depth.
     nested: Option<(String, u32)>,
+    /// Set: a call that waits for a person who answers from elsewhere parks
+    /// the turn in its audit store, with this as the record's owner context.
+    parking: Option<Value>,
 }
 
 impl std::fmt::Debug for AgentLoop {
@@ -60,6 +64,25 @@ pub struct AgentRun {
     pub messages: Vec<Value>,
 }
 
+/// How the loop's rounds stopped short of an answer.
+enum Stop {
+    Failed(AgentError),
+    /// A call waits for a person who answers from elsewhere.
+    Parked(Box<AgentPark>, Option<Box<PendingCall>>),
+}
+
+impl From<AgentError> for Stop {
+    fn from(error: AgentError) -> Self {
+        Stop::Failed(error)
+    }
+}
+
+/// A model's call, made: its tool message, or what it waits on.
+enum Called {
+    Answered(String),
+    Waits(WaitsOn, Option<Box<PendingCall>>),
+}
+
 impl AgentLoop {
     /// A loop on `endpoint` with the default system prompt, 16 rounds, one
     /// retry of a failed model call (none once an approval-required action
@@ -72,7 +95,22 @@ impl AgentLoop {
             model_retries: 1,
             events: Arc::new(NoAgentEvents),
             nested: None,
+            parking: None,
         }
+    }
+
+    /// Parks the turn when a call of the model's waits for a person who
+    /// answers from outside this process (the turn's approver
+    /// [defers](tether_turn::Approver::defers)): a direct call needing
+    /// approval, or a `run_script` call whose run parked. The loop's
+    /// position is stored in the turn's audit store ([`AgentPark`]) with
+    /// `owner` (what the application needs to resume it elsewhere), and
+    /// [`run`](Self::run) returns [`AgentError::Parked`]; any process then
+    /// answers the call and goes on with [`resume`](Self::resume). A top-level
+    /// loop only: a nested agent turn's calls wait where they are.
+    pub fn parking(mut self, owner: Value) -> Self {
+        self.parking = Some(owner);
+        self
     }
 
     /// The system prompt.
@@ -151,11 +189,36 @@ impl AgentLoop {
     /// Dropping the future drops the model request and the calls in flight
     /// (the turn records them as abandoned).
     pub async fn run(&self, turn: &Turn, conversation: Vec<Value>) -> AgentRun {
-        let mut messages = conversation;
-        let mut requests = 0;
-        let result = self.rounds(turn, &mut messages, &mut requests).await;
+        self.go_on(turn, conversation, 0, Vec::new(), 0).await
+    }
+
+    /// Goes on with a turn parked at `park` in another process (or this
+    /// one): `answer` — what the call that waited came to, as the model
+    /// reads it — becomes its tool message, the calls after it are made, and
+    /// the loop goes on as [`run`](Self::run) would have. `turn` is the turn
+    /// built again from the record's snapshot.
+    pub async fn resume(&self, turn: &Turn, park: AgentPark, answer: &Value) -> AgentRun {
+        let mut messages = park.messages;
+        messages.push(json!({"role": "tool", "tool_call_id": park.waiting.id, "content": answer.to_string()}));
+        self.go_on(turn, messages, park.iteration, park.rest, park.model_requests).await
+    }
+
+    async fn go_on(
+        &self,
+        turn: &Turn,
+        mut messages: Vec<Value>,
+        iteration: u32,
+        calls: Vec<ModelToolCall>,
+        mut requests: u32,
+    ) -> AgentRun {
+        let stopped = self.rounds(turn, &mut messages, &mut requests, iteration, calls).await;
+        let result = match stopped {
+            Ok(answer) => Ok(answer),
+            Err(Stop::Failed(error)) => Err(error),
+            Err(Stop::Parked(park, pending)) => self.park(turn, *park, pending).await,
+        };
         let possibly_executed = match &result {
-            Ok(_) => Vec::new(),
+            Ok(_) | Err(AgentError::Parked { .. }) => Vec::new(),
             Err(_) => turn.possibly_executed_approval_actions().await.unwrap_or_else(|error| {
                 tracing::error!(%error, turn_id = turn.id(), "cannot read the ledger after a failed agent turn");
                 Vec::new()
@@ -164,19 +227,63 @@ impl AgentLoop {
         AgentRun { result, possibly_executed, model_requests: requests, messages }
     }
 
-    async fn rounds(&self, turn: &Turn, messages: &mut Vec<Value>, requests: &mut u32) -> Result<String, AgentError> {
-        for iteration in 1..=self.max_iterations {
+    /// Stores the loop's position with the turn, durably; the turn then
+    /// waits in the store, not here.
+    async fn park(
+        &self,
+        turn: &Turn,
+        park: AgentPark,
+        pending: Option<Box<PendingCall>>,
+    ) -> Result<String, AgentError> {
+        let owner = self.parking.clone().unwrap_or(Value::Null);
+        let (call_id, tool) = (park.waiting.id.clone(), park.waiting.name.clone());
+        let record = park.record(turn, pending.map(|call| *call), owner);
+        turn.park(&record).await?;
+        tracing::info!(turn_id = turn.id(), call_id, "the agent turn is parked in the audit store");
+        Err(AgentError::Parked { call_id, tool })
+    }
+
+    /// The model's answers and their calls, from round `iteration` with the
+    /// calls `calls` of its answer still to make.
+    async fn rounds(
+        &self,
+        turn: &Turn,
+        messages: &mut Vec<Value>,
+        requests: &mut u32,
+        mut iteration: u32,
+        mut calls: Vec<ModelToolCall>,
+    ) -> Result<String, Stop> {
+        loop {
+            let mut left = calls.into_iter();
+            while let Some(call) = left.next() {
+                match self.call_tool(turn, &call).await {
+                    Called::Answered(content) => {
+                        messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": content}));
+                    }
+                    Called::Waits(on, pending) => {
+                        let park = AgentPark {
+                            messages: messages.clone(),
+                            waiting: call,
+                            on,
+                            rest: left.collect(),
+                            iteration,
+                            model_requests: *requests,
+                        };
+                        return Err(Stop::Parked(Box::new(park), pending));
+                    }
+                }
+            }
+            if iteration >= self.max_iterations {
+                return Err(AgentError::MaxIterations { max: self.max_iterations }.into());
+            }
+            iteration += 1;
             let answer = self.ask(turn, messages, iteration, requests).await?;
             messages.push(answer.to_message());
             if answer.tool_calls.is_empty() {
                 return Ok(answer.content);
             }
-            for call in answer.tool_calls {
-                let tool_message = self.call_tool(turn, &call).await;
-                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": tool_message}));
-            }
+            calls = answer.tool_calls;
         }
-        Err(AgentError::MaxIterations { max: self.max_iterations })
     }
 
     /// One model request, retried as allowed; stops at once when the turn ends.
@@ -224,8 +331,9 @@ impl AgentLoop {
     }
 
     /// Runs one of the model's tool calls through the turn; returns the
-    /// tool message's content (the value or the failure value, as JSON text).
-    async fn call_tool(&self, turn: &Turn, call: &super::chat::ModelToolCall) -> String {
+    /// tool message's content (the value or the failure value, as JSON
+    /// text), or, when the loop parks, what the call waits on.
+    async fn call_tool(&self, turn: &Turn, call: &ModelToolCall) -> Called {
         let origin = self.origin();
         self.events.emit(&AgentEvent::ToolCallStarted {
             turn_id: turn.id().to_owned(),
@@ -236,6 +344,14 @@ impl AgentLoop {
         let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
         let request = CallRequest::new(call.id.clone(), call.name.clone(), Value::Null);
         let result = match serde_json::from_str::<Value>(raw) {
+            Ok(args) if self.parks() => match self.execute_or_wait(turn, CallRequest { args, ..request }, origin).await
+            {
+                Ok(result) if result.failure().is_some_and(|failure| failure.code == Code::RunParked) => {
+                    return Called::Waits(WaitsOn::Run, None);
+                }
+                Ok(result) => result,
+                Err(pending) => return Called::Waits(WaitsOn::Person, Some(pending)),
+            },
             Ok(args) => turn.execute(CallRequest { args, ..request }, origin).await,
             Err(error) => {
                 // Recorded like any refused call, so the audit log shows it.
@@ -252,6 +368,36 @@ impl AgentLoop {
             status: result.status(),
             code: result.error_code().map(str::to_owned),
         });
-        result.to_model_value().to_string()
+        Called::Answered(result.to_model_value().to_string())
+    }
+
+    fn parks(&self) -> bool {
+        self.parking.is_some() && self.nested.is_none()
+    }
+
+    /// The call through the turn; when it comes to wait for a person who
+    /// answers from elsewhere, it is handed to the store instead
+    /// ([`Turn::hand_off`]: this process writes no row for it) and returned.
+    async fn execute_or_wait(
+        &self,
+        turn: &Turn,
+        request: CallRequest,
+        origin: CallOrigin,
+    ) -> Result<tether_turn::CallResult, Box<PendingCall>> {
+        let call_id = request.id.clone();
+        let waits = Arc::new(tokio::sync::Notify::new());
+        let told = waits.clone();
+        let request = request.on_awaiting_person(OnAwaitingPerson::new(move || told.notify_one()));
+        let execute = turn.execute(request, origin);
+        tokio::pin!(execute);
+        tokio::select! {
+            result = &mut execute => return Ok(result),
+            () = waits.notified() => {}
+        }
+        match turn.hand_off(std::slice::from_ref(&call_id)) {
+            Some(mut handed) if !handed.is_empty() => Err(Box::new(handed.remove(0))),
+            // The approver answers here after all: the call goes on.
+            _ => Ok(execute.await),
+        }
     }
 }

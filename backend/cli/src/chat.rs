@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 use std::io::Write;
 use std::sync::Arc;
 use tether_backend::agent::{
-    AgentConfig, AgentEvent, AgentEventSink, AgentRun, AgentsConfig, NestedTurnSetup, PeerAgents,
+    AgentConfig, AgentError, AgentEvent, AgentEventSink, AgentPark, AgentRun, AgentsConfig, NestedTurnSetup, PeerAgents,
 };
 use tether_backend::tools::ToolSet;
-use tether_backend::turn::{Tool, Turn, TurnBuilder};
+use tether_backend::turn::{ParkedRun, Tool, Turn, TurnBuilder};
 
 /// The agent a chat talks to when the command line names none and the
 /// config has several.
@@ -98,6 +98,9 @@ pub struct Session {
     conversation: Vec<Value>,
     id_prefix: String,
     turns: u32,
+    /// Set: a turn whose call waits for a person parks in the audit store,
+    /// with this owner context ([`AgentLoop::parking`](tether_backend::agent::AgentLoop::parking)).
+    parking: Option<Value>,
 }
 
 impl std::fmt::Debug for Session {
@@ -125,7 +128,7 @@ impl Session {
             Arc::new(move |_agent: &str, builder: TurnBuilder| setup.equip(builder, &tools, &script))
         };
         let peers = PeerAgents::new(agents, nested, events);
-        Session { agent, peers, setup, tools, script, conversation: Vec::new(), id_prefix, turns: 0 }
+        Session { agent, peers, setup, tools, script, conversation: Vec::new(), id_prefix, turns: 0, parking: None }
     }
 
     /// The agent talked to.
@@ -151,7 +154,10 @@ impl Session {
     /// If the agent or its turn cannot be set up (an unset key variable).
     pub async fn send(&mut self, message: &str) -> anyhow::Result<(Turn, AgentRun)> {
         let turn = self.turn().await?;
-        let agent_loop = self.peers.agent_loop(&self.agent)?;
+        let mut agent_loop = self.peers.agent_loop(&self.agent)?;
+        if let Some(owner) = &self.parking {
+            agent_loop = agent_loop.parking(owner.clone());
+        }
         let mut conversation = self.conversation.clone();
         conversation.push(json!({"role": "user", "content": message}));
         let run = agent_loop.run(&turn, conversation).await;
@@ -244,11 +250,57 @@ pub async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -
 /// If the turn cannot be set up or its audit log read.
 pub async fn ask(backend: &Backend, agent: String, agents: AgentsConfig, question: &str) -> anyhow::Result<Value> {
     let live = Arc::new(LiveView::default());
-    let mut session = session(backend, agent, agents, live.clone(), "ask");
+    let mut session = session(backend, agent.clone(), agents.clone(), live.clone(), "ask");
+    if backend.parks() {
+        let agent_tools: Vec<String> =
+            session.peers.tools_for(Some(&agent))?.iter().map(|tool| tool.name().to_owned()).collect();
+        if !agent_tools.is_empty() {
+            anyhow::bail!(
+                "`--approval later` parks the model's own calls and its scripts', but agent `{agent}` also has \
+                 agent tools ({}), whose nested turns cannot park yet: use `--approval ask` or `policy`, or \
+                 disable them (`enabled = false`)",
+                agent_tools.join(", ")
+            );
+        }
+        let mut owner = backend.owner();
+        owner["agent"] = json!(agent);
+        owner["agents"] = serde_json::to_value(&agents)?;
+        session.parking = Some(owner);
+    }
     let (turn, run) = session.send(question).await?;
     live.finish_line();
+    report(backend, &turn, &run).await
+}
+
+/// `tether approve` (or `deny`, `expire`) on an agent turn that `tether ask
+/// --approval later` parked: `answer` — what the call that waited came to —
+/// goes to the model, and the turn goes on from `record`, its model-loop
+/// record, in `turn` (built again from the record's snapshot) to its answer
+/// or its next park. The answer as `ask` gives it.
+///
+/// # Errors
+/// If the record's position or agents do not read, or the turn's audit log cannot be read.
+pub async fn resume_ask(backend: &Backend, turn: &Turn, record: &ParkedRun, answer: &Value) -> anyhow::Result<Value> {
+    let park = AgentPark::of(record).map_err(anyhow::Error::msg)?;
+    let agent = record.owner.get("agent").and_then(Value::as_str).context("the parked turn names no agent")?;
+    let agents: AgentsConfig = serde_json::from_value(record.owner.get("agents").cloned().unwrap_or_default())
+        .context("the parked turn's agents do not read")?;
+    let live = Arc::new(LiveView::default());
+    let session = session(backend, agent.to_owned(), agents, live.clone(), "ask");
+    let agent_loop = session.peers.agent_loop(agent)?.parking(record.owner.clone());
+    let run = agent_loop.resume(turn, park, answer).await;
+    live.finish_line();
+    report(backend, turn, &run).await
+}
+
+/// What `ask` and `resume_ask` print on stderr after the turn (what waits,
+/// if it parked; where its audit rows are), and its answer as JSON.
+async fn report(backend: &Backend, turn: &Turn, run: &AgentRun) -> anyhow::Result<Value> {
+    if matches!(run.result, Err(AgentError::Parked { .. })) {
+        crate::waiting::print_waiting(&*backend.setup.audit, turn.id(), backend.audit_url()).await?;
+    }
     eprintln!("audit: {}", backend.audit_hint(turn.id()));
-    ask_report(&turn, &run).await
+    ask_report(turn, run).await
 }
 
 /// `tether ask`'s answer as JSON: the text or why there is none, the turn,
@@ -285,6 +337,7 @@ pub async fn ask_report(turn: &Turn, run: &AgentRun) -> anyhow::Result<Value> {
     };
     Ok(json!({
         "ok": run.result.is_ok(),
+        "parked": matches!(run.result, Err(AgentError::Parked { .. })),
         "answer": answer,
         "error": error,
         "turn_id": turn.id(),

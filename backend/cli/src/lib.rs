@@ -15,6 +15,9 @@
 //! - [`demo_db`]: the demo world as a SQLite database and `examples/demo.toml`
 //! - [`embedded`]: a sidecar in the same process, served on loopback
 //! - [`terminal`]: the terminal approver (asks a person, shows the exact arguments)
+//! - [`waiting`]: `tether pending` — what parked runs and agent turns wait on
+//! - [`parked`]: `tether approve`, `deny` and `expire` — answering what waits,
+//!   and resuming the script runs and agent turns it frees
 
 pub mod audit;
 pub mod chat;
@@ -25,4 +28,5 @@ pub mod listing;
 pub mod parked;
 pub mod terminal;
 pub mod turn;
+pub mod waiting;
 pub mod wiring;

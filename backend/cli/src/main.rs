@@ -21,6 +21,7 @@ use tether_cli::chat::{self, ModelChoice};
 use tether_cli::demo::{self, DemoWorld};
 use tether_cli::listing;
 use tether_cli::parked;
+use tether_cli::waiting;
 use tether_cli::wiring::{Approval, Backend, BackendArgs, Source, audit_store_url};
 use tether_telemetry::TelemetryArgs;
 
@@ -231,7 +232,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Pending { turn, json } => {
-            print!("{}", parked::pending(&audit_store_url(&cli.backend)?, turn.as_deref(), *json).await?);
+            print!("{}", waiting::pending(&audit_store_url(&cli.backend)?, turn.as_deref(), *json).await?);
             Ok(())
         }
         Command::Approve(which) => {
@@ -247,10 +248,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&outcomes)?);
             Ok(())
         }
-        Command::Chat { .. } | Command::Ask { .. } if cli.backend.approval == Some(Approval::Later) => {
+        Command::Chat { .. } if cli.backend.approval == Some(Approval::Later) => {
             anyhow::bail!(
-                "`--approval later` parks script runs for `run` and `demo`; a model's turn (`chat`, `ask`) \
-                 cannot wait in the audit store yet: use `--approval ask` or `policy`"
+                "`--approval later` parks a turn in the audit store and ends; a chat goes on from turn to turn \
+                 on this terminal: use `--approval ask` here, or `tether ask --approval later` for one question"
             )
         }
         Command::Chat { config, model } => {
@@ -304,7 +305,8 @@ async fn run_script(args: &BackendArgs, source: Source, code: String, input: Val
 /// (`--approval later`: it is not over, and stderr says how to answer it).
 fn print_outcome(outcome: &Value, failed: &str) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(outcome)?);
-    let parked = outcome.pointer("/error/code").and_then(Value::as_str) == Some("run_parked");
+    let parked = outcome.pointer("/error/code").and_then(Value::as_str) == Some("run_parked")
+        || outcome.get("parked") == Some(&Value::Bool(true));
     match outcome.get("ok") {
         Some(Value::Bool(true)) => Ok(()),
         _ if parked => Ok(()),

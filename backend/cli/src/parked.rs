@@ -1,66 +1,19 @@
-//! `tether pending`, `tether approve`, `deny` and `expire`: the calls that
-//! parked runs wait on, read from the audit store and answered from any
-//! process — the one that parked them may be long gone (`docs/parking.md`,
+//! `tether approve`, `deny` and `expire`: the calls that parked runs wait
+//! on, read from the audit store and answered from any process — the one that parked them may be long gone (`docs/parking.md`,
 //! "Durable turns").
 
+use crate::waiting::print_waiting;
 use crate::wiring::{Backend, BackendArgs, Source, audit_store_url};
 use anyhow::Context;
 use serde_json::{Value, json};
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
+use tether_backend::agent::{AgentPark, WaitsOn};
 use tether_backend::turn::{
-    Answers, ApprovalDecision, ApprovalRequest, Approver, AuditStore, AuditStoreUrl, Code, DeferredApprover, ParkedRun,
-    PendingCall, Resumed, runs_waiting_on, unix_ms,
+    Answers, ApprovalDecision, ApprovalRequest, Approver, Code, DeferredApprover, ParkedAnswer, ParkedRun, Reason,
+    Resumed, runs_waiting_on, unix_ms,
 };
-
-/// The pending calls of every parked run of `turn` (of every turn without
-/// one) in the store at `url`: as JSON with `json`, else a line per call
-/// with its exact arguments.
-///
-/// # Errors
-/// If the store cannot be opened or read.
-pub async fn pending(url: &AuditStoreUrl, turn: Option<&str>, json: bool) -> anyhow::Result<String> {
-    let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
-    let runs = store.parked_runs(turn).await?;
-    if json {
-        let listed: Vec<Value> = runs.iter().map(run_json).collect();
-        return Ok(format!("{}\n", serde_json::to_string_pretty(&listed)?));
-    }
-    if runs.is_empty() {
-        return Ok(format!("nothing waits for an answer in `{url}`\n"));
-    }
-    Ok(runs.iter().map(describe).collect())
-}
-
-/// One parked run as `pending --json` lists it.
-fn run_json(run: &ParkedRun) -> Value {
-    let calls: Vec<Value> = run.unanswered().map(PendingCall::listing).collect();
-    json!({"turn_id": run.turn_id, "run_id": run.run_id, "parked_at_ms": run.parked_at_ms, "pending": calls})
-}
-
-/// One parked run for a person: each call waiting, its exact arguments, since when.
-pub fn describe(run: &ParkedRun) -> String {
-    let mut text = format!("turn {}  run {}  parked {}\n", run.turn_id, run.run_id, ago(run.parked_at_ms));
-    for call in run.unanswered() {
-        let _ = writeln!(text, "  {}  {}  waiting {}", call.request.call_id, call.request.tool, ago(call.since_ms));
-        let _ = writeln!(text, "      {}", call.request.args);
-        if let Some(reason) = &call.request.reason {
-            let _ = writeln!(text, "      why approval: {reason}");
-        }
-    }
-    text
-}
-
-fn ago(ms: i64) -> String {
-    let seconds = unix_ms(SystemTime::now()).saturating_sub(ms).max(0) / 1000;
-    match seconds {
-        0..60 => format!("{seconds} s ago"),
-        60..3600 => format!("{} min ago", seconds / 60),
-        _ => format!("{:.1} h ago", seconds as f64 / 3600.0),
-    }
-}
 
 /// What `tether approve`, `deny` or `expire` says of the calls it answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,7 +117,9 @@ pub async fn answer(args: &BackendArgs, answer: Answer) -> anyhow::Result<Value>
         Some(decision) if answer.all => Arc::new(AnswersEvery { decision }),
         _ => Arc::new(DeferredApprover),
     };
-    let owner = &chosen[0].owner;
+    // An agent turn's model loop goes on once the call it waits on is answered.
+    let model_loop = runs.iter().find(|run| run.is_model_loop());
+    let owner = &model_loop.unwrap_or(chosen[0]).owner;
     let owned = |key: &str| owner.get(key).and_then(Value::as_str).map(PathBuf::from);
     let source = Source::reopen(
         answer.config.clone().or_else(|| owned("config")),
@@ -181,9 +136,104 @@ pub async fn answer(args: &BackendArgs, answer: Answer) -> anyhow::Result<Value>
         }
     }
     let backend = Backend::resuming(args, source, approver).await?;
-    let outcome = resume_each(&backend, &answer, &answers, &chosen).await;
+    let outcome = match model_loop {
+        Some(record) => resume_agent_turn(&backend, &answer, &answers, record, &chosen).await,
+        None => resume_each(&backend, &answer, &answers, &chosen).await,
+    };
     backend.stop().await?;
     outcome
+}
+
+/// What `approve` says when the sidecar could not take `run` to its end.
+fn interrupted(run: &ParkedRun, error: &dyn std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!(
+        "run {} of turn {} did not reach its end: {error}. Nothing is lost: it is parked again with every \
+         answer, and the calls it made meanwhile are in the effect ledger, so none runs twice. Resume it with \
+         the same command (another sidecar: `--sidecar ADDR`)",
+        run.run_id,
+        run.turn_id
+    )
+}
+
+/// Whoever resumes: one per `approve` / `deny` / `expire`.
+fn claimant(verdict: Verdict) -> String {
+    format!("tether {} (pid {}) {}", verdict.command(), std::process::id(), uuid::Uuid::now_v7())
+}
+
+/// An agent turn parked by `tether ask --approval later`: its model loop
+/// record is claimed first (one process drives the turn), then the script
+/// runs `runs` the answers free are resumed, and the model's own call that
+/// waits for a person is answered; once the call the model waits on has
+/// its result (stored before the model sees it), the model goes on
+/// ([`crate::chat::resume_ask`]). Otherwise the record is parked again with
+/// what was answered.
+async fn resume_agent_turn(
+    backend: &Backend,
+    answer: &Answer,
+    answers: &Answers,
+    record: &ParkedRun,
+    runs: &[&ParkedRun],
+) -> anyhow::Result<Value> {
+    let claimant = claimant(answer.verdict);
+    let store = backend.setup.audit.clone();
+    let now = unix_ms(SystemTime::now());
+    let mut record = store.claim_parked(&record.turn_id, &record.run_id, &claimant, answer.take_over, now).await?;
+    let park = AgentPark::of(&record).map_err(anyhow::Error::msg)?;
+    let waiting = park.waiting.id.clone();
+    let turn = backend.setup.resume(&record.turn_id, record.turn.clone(), &backend.tools, &backend.script)?;
+    let all = store.parked_runs(Some(&record.turn_id)).await?;
+    for run in runs.iter().filter(|run| !run.is_model_loop()) {
+        let claimed = store.claim_parked(&run.turn_id, &run.run_id, &claimant, answer.take_over, now).await?;
+        let started_by = claimed.call.as_ref().map(|call| call.call_id.clone());
+        eprintln!("resuming run {} of turn {} on the sidecar at {}", claimed.run_id, claimed.turn_id, backend.address);
+        match backend.script_tool.resume_parked(&turn, claimed, answers, &claimant).await? {
+            Resumed::Settled(result)
+                if started_by.as_deref() == Some(waiting.as_str())
+                    && result.failure().is_none_or(|failure| failure.code != Code::RunParked) =>
+            {
+                record.answered.insert(waiting.clone(), ParkedAnswer::Ok(result.to_model_value()));
+                store.update_parked(&record, &claimant).await?;
+            }
+            Resumed::Interrupted(error) => {
+                store.park_run(&record).await?;
+                return Err(interrupted(run, &error));
+            }
+            _ => {}
+        }
+    }
+    if park.on == WaitsOn::Run
+        && !record.answered.contains_key(&waiting)
+        && !all.iter().any(|run| run.call.as_ref().is_some_and(|call| call.call_id == waiting))
+    {
+        // The run ended in a process that stopped before its result reached
+        // this record: what it did is in the audit log, and it is not run again.
+        let reason = Reason::PossiblyExecuted { tool: park.waiting.name.clone(), call_id: waiting.clone() };
+        let lost =
+            json!({"ok": false, "value": null, "error": {"code": reason.code().as_str(), "message": reason.message()}});
+        record.answered.insert(waiting.clone(), ParkedAnswer::Ok(lost));
+        store.update_parked(&record, &claimant).await?;
+    }
+    let unanswered = record.unanswered().next().cloned();
+    if let Some(pending) = unanswered {
+        let decision = answers.get(&pending.request.call_id);
+        if decision.is_some() || turn.approval_left(&pending).is_zero() {
+            let result = turn.answer_pending(&pending, decision).await;
+            record.answered.insert(pending.request.call_id.clone(), ParkedAnswer::Ok(result.to_model_value()));
+            store.update_parked(&record, &claimant).await?;
+        }
+    }
+    let Some(ParkedAnswer::Ok(result)) = record.answered.get(&waiting).cloned() else {
+        // Still waiting: parked again as it is, its answers kept and the claim released.
+        store.park_run(&record).await?;
+        print_waiting(&*store, &record.turn_id, backend.audit_url()).await?;
+        return Ok(json!({"ok": false, "parked": true, "turn_id": record.turn_id}));
+    };
+    eprintln!("the model's call {waiting} has its result; the turn {} goes on", record.turn_id);
+    let outcome = crate::chat::resume_ask(backend, &turn, &record, &result).await?;
+    if outcome.get("parked") != Some(&Value::Bool(true)) {
+        store.unpark(&record.turn_id, &record.run_id, &claimant).await?;
+    }
+    Ok(outcome)
 }
 
 /// `tether expire`: every parked run of `turn` (of every turn without one)
@@ -230,13 +280,12 @@ async fn resume_each(
     answers: &Answers,
     runs: &[&ParkedRun],
 ) -> anyhow::Result<Value> {
-    let claimant = format!("tether {} (pid {}) {}", answer.verdict.command(), std::process::id(), uuid::Uuid::now_v7());
+    let claimant = claimant(answer.verdict);
     let store = backend.setup.audit.clone();
     let mut last = Value::Null;
     for run in runs {
         let now = unix_ms(SystemTime::now());
         let record = store.claim_parked(&run.turn_id, &run.run_id, &claimant, answer.take_over, now).await?;
-        let record_run = record.run_id.clone();
         let turn = backend.setup.resume(&record.turn_id, record.turn.clone(), &backend.tools, &backend.script)?;
         eprintln!("resuming run {} of turn {} on the sidecar at {}", record.run_id, record.turn_id, backend.address);
         last = match backend.script_tool.resume_parked(&turn, record, answers, &claimant).await? {
@@ -247,35 +296,14 @@ async fn resume_each(
             }
             Resumed::Settled(result) => {
                 if result.failure().is_some_and(|failure| failure.code == Code::RunParked) {
-                    print_waiting(&*store, &run.turn_id, backend).await?;
+                    print_waiting(&*store, &run.turn_id, backend.audit_url()).await?;
                 }
                 let rows = turn.audit_log().await?.len();
                 eprintln!("audit log: {rows} rows for turn {} ({})", run.turn_id, backend.audit_hint(&run.turn_id));
                 result.to_model_value()
             }
-            Resumed::Interrupted(error) => anyhow::bail!(
-                "run {} of turn {} did not reach its end: {error}. Nothing is lost: it is parked again with \
-                 every answer, and the calls it made meanwhile are in the effect ledger, so none runs twice. \
-                 Resume it with the same command (another sidecar: `--sidecar ADDR`)",
-                record_run,
-                run.turn_id
-            ),
+            Resumed::Interrupted(error) => return Err(interrupted(run, &error)),
         };
     }
     Ok(last)
-}
-
-/// After a run parked: what waits in turn `turn_id`, and how to answer it.
-///
-/// # Errors
-/// If the store cannot be read.
-pub async fn print_waiting(store: &dyn AuditStore, turn_id: &str, backend: &Backend) -> anyhow::Result<()> {
-    for run in store.parked_runs(Some(turn_id)).await? {
-        eprint!("parked, waiting for a person:\n{}", describe(&run));
-    }
-    let url = backend.audit_url();
-    eprintln!(
-        "answer with: tether approve --audit-store '{url}' --turn {turn_id} --all   (or --call ID; `tether deny` the same)"
-    );
-    Ok(())
 }

@@ -207,6 +207,8 @@ pub struct Backend {
     /// The approver, audit store, events and `[turn]` every turn is built with.
     pub setup: TurnSetup,
     audit_url: AuditStoreUrl,
+    /// Runs (and agent turns) that wait for a person park in the audit store.
+    durable: bool,
     /// The terminal prompt, when approvals are asked on it (chat reads its
     /// lines through it too).
     pub terminal: Option<Arc<TerminalApprover>>,
@@ -312,12 +314,24 @@ impl Backend {
         let setup = TurnSetup { approver, audit, events: Arc::new(PrintEvents), turn: source.config.turn.clone() };
         let script_tool = ScriptTool::new(client).parking(durable).owner(source.owner());
         let script = script_tool.clone().into_tool()?;
-        Ok(Backend { source, tools, embedded, address, script, script_tool, setup, audit_url, terminal: None })
+        Ok(Backend { source, tools, embedded, address, script, script_tool, setup, audit_url, durable, terminal: None })
     }
 
     /// The audit store's URL.
     pub fn audit_url(&self) -> &AuditStoreUrl {
         &self.audit_url
+    }
+
+    /// True when what waits for a person parks in the audit store (`--approval
+    /// later`, and every resume).
+    pub fn parks(&self) -> bool {
+        self.durable
+    }
+
+    /// What a run or agent turn parked from this backend needs to resume in
+    /// another process ([`Source::owner`]).
+    pub fn owner(&self) -> Value {
+        self.source.owner()
     }
 
     /// Ends the MCP servers and an embedded sidecar; reports the demo world's outbox.
@@ -355,7 +369,7 @@ impl Backend {
         let request = CallRequest::new("call_1", "run_script", json!({"code": code, "input": input}));
         let result = turn.execute(request, CallOrigin::Model).await;
         if result.failure().is_some_and(|failure| failure.code == Code::RunParked) {
-            crate::parked::print_waiting(&*self.setup.audit, &turn_id, self).await?;
+            crate::waiting::print_waiting(&*self.setup.audit, &turn_id, &self.audit_url).await?;
         }
         let audit_rows = turn.audit_log().await?.len();
         let possibly = turn.possibly_executed_approval_actions().await?;

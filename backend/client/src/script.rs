@@ -295,9 +295,10 @@ impl ScriptTool {
         let run = ParkedRun {
             turn_id: handler.turn.id().to_owned(),
             run_id: handler.run_id.clone(),
-            call: owed.clone(),
+            call: Some(owed.clone()),
             request: handed.start.encode_to_vec(),
             state: handed.parked.state,
+            model_loop: None,
             awaiting: handed.parked.awaiting,
             pending,
             answered: handed.answered.into_iter().map(|result| (result.id.clone(), answer_of_proto(result))).collect(),
@@ -344,6 +345,13 @@ impl ScriptTool {
         answers: &Answers,
         claimant: &str,
     ) -> Result<Resumed, TurnError> {
+        let Some(owed) = run.call.clone() else {
+            let message = format!(
+                "`{}` is the model loop of agent turn `{}`, not a script run: the agent loop resumes it",
+                run.run_id, run.turn_id
+            );
+            return Err(StoreError::Other(message).into());
+        };
         let store = turn.audit_store().clone();
         for pending in run.pending.clone() {
             let id = pending.request.call_id.clone();
@@ -371,12 +379,11 @@ impl ScriptTool {
             .iter()
             .filter_map(|id| run.answered.get(id).map(|answer| outcome_of(answer.clone()).into_proto(id.clone())))
             .collect();
-        let depth = run.call.origin.depth() + 1;
+        let depth = owed.origin.depth() + 1;
         let handler =
-            ScriptCalls::new(Arc::new(turn.clone()), run.run_id.clone(), run.call.call_id.clone(), depth, run.refused);
+            ScriptCalls::new(Arc::new(turn.clone()), run.run_id.clone(), owed.call_id.clone(), depth, run.refused);
         let resume = pb::Resume { state: run.state.clone(), results };
         let bounds = turn.remaining().is_some();
-        let owed = run.call.clone();
         // Why the sidecar could not take the run to an end, if it could not.
         let interrupted = std::sync::Mutex::new(None);
         let result = turn

@@ -5,10 +5,10 @@
 use super::approval::{Approver, PolicyApprover};
 use super::audit::{Redactor, unix_ms};
 use super::budget::CallBudget;
+use super::deferred::Deferred;
 use super::error::TurnError;
 use super::events::{EventSink, NoEvents};
 use super::executor::ToolExecutor;
-use super::handoff::Deferred;
 use super::limits::TurnLimits;
 use super::memory::MemoryAuditStore;
 use super::parked::TurnSnapshot;

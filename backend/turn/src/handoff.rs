@@ -3,7 +3,8 @@
 //! (`docs/parking.md`, "Durable turns").
 //!
 //! - A call that reaches its approval step with a deferring approver
-//!   ([`Approver::defers`](super::Approver::defers)) waits in [`Deferred`].
+//!   ([`Approver::defers`](super::Approver::defers)) waits in the turn's
+//!   `Deferred` (`deferred.rs`).
 //! - When a script's run parks waiting only on such calls, the script tool
 //!   takes them with [`Turn::hand_off`] and stores a
 //!   [`ParkedRun`](super::ParkedRun) with the turn's [`Turn::snapshot`]. From
@@ -25,50 +26,10 @@ use super::registry::Lookup;
 use super::state::{Turn, ended_reason};
 use super::step::Step;
 use super::tool::{ToolError, ToolOutput};
-use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 use tether_codes::Reason;
 use tracing::Instrument;
-
-/// The turn's calls waiting on a deferring approver, and those it handed to
-/// its store (whose rows another process writes).
-#[derive(Debug, Default)]
-pub(crate) struct Deferred {
-    waiting: Mutex<HashMap<String, PendingCall>>,
-    handed: Mutex<HashSet<String>>,
-}
-
-/// A call's place in [`Deferred`] while it waits: left when it stops waiting.
-pub(crate) struct Waiting<'a> {
-    deferred: &'a Deferred,
-    call_id: String,
-}
-
-impl Deferred {
-    /// `call` waits for a person who answers from outside this process.
-    pub(crate) fn wait(&self, call: PendingCall) -> Waiting<'_> {
-        let call_id = call.request.call_id.clone();
-        lock(&self.waiting).insert(call_id.clone(), call);
-        Waiting { deferred: self, call_id }
-    }
-
-    /// True when the call was handed to the store: its row is not this process's to write.
-    pub(crate) fn was_handed(&self, call_id: &str) -> bool {
-        lock(&self.handed).contains(call_id)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        lock(&self.deferred.waiting).remove(&self.call_id);
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 impl Turn {
     /// Takes the calls `awaiting` out of this process when every one of them
@@ -77,15 +38,7 @@ impl Turn {
     /// The calls then write no audit row here when they are dropped: whoever
     /// answers them does ([`answer_pending`](Self::answer_pending)).
     pub fn hand_off(&self, awaiting: &[String]) -> Option<Vec<PendingCall>> {
-        let deferred = &self.inner.deferred;
-        let mut waiting = lock(&deferred.waiting);
-        if awaiting.is_empty() || !awaiting.iter().all(|id| waiting.contains_key(id)) {
-            return None;
-        }
-        let mut handed = lock(&deferred.handed);
-        let calls = awaiting.iter().filter_map(|id| waiting.remove(id)).collect();
-        handed.extend(awaiting.iter().cloned());
-        Some(calls)
+        self.inner.deferred.hand_off(awaiting)
     }
 
     /// What the turn's checks have now, for a parked run: the turn resumed

@@ -33,6 +33,7 @@ mod audit;
 mod budget;
 mod builder;
 mod call;
+mod deferred;
 mod error;
 mod events;
 mod execute;
@@ -71,7 +72,9 @@ pub use executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};
 pub use limits::{DEFAULT_MAX_RESULT_BYTES, TurnLimits};
 pub use memory::MemoryAuditStore;
 pub use origin::CallOrigin;
-pub use parked::{CallNotWaiting, OwedCall, ParkedAnswer, ParkedRun, PendingCall, TurnSnapshot, runs_waiting_on};
+pub use parked::{
+    CallNotWaiting, OwedCall, ParkedAnswer, ParkedRun, PendingCall, TurnSnapshot, model_loop_run_id, runs_waiting_on,
+};
 pub use policy::{
     AdminPolicy, ArgMatch, ArgPattern, CallPattern, PolicyAction, PolicyRule, UserPermissions, glob_match,
 };

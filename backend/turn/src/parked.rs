@@ -15,25 +15,33 @@ use serde_json::Value;
 use std::collections::HashMap;
 
 /// A script run parked in the audit store, waiting for people to answer its
-/// calls. One per `(turn_id, run_id)`; resumed at most once at a time (a
-/// resume first claims it: [`AuditStore::claim_parked`](super::AuditStore::claim_parked)).
+/// calls — or an agent turn's model loop, waiting on a call of its own
+/// ([`model_loop`](Self::model_loop)). One per `(turn_id, run_id)`; resumed
+/// at most once at a time (a resume first claims it:
+/// [`AuditStore::claim_parked`](super::AuditStore::claim_parked)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParkedRun {
     /// The turn the run belongs to.
     pub turn_id: String,
-    /// The run.
+    /// The run (a model loop's: [`model_loop_run_id`]).
     pub run_id: String,
     /// The script tool's call that started the run: its audit row is written
-    /// by whoever resumes the run to its end.
-    pub call: OwedCall,
+    /// by whoever resumes the run to its end. `None` for a model loop (no
+    /// tool call started it).
+    pub call: Option<OwedCall>,
     /// What resumes the run on a sidecar (the transport's request, without the
-    /// state): opaque to the turn.
-    #[serde(with = "base64_bytes")]
+    /// state): opaque to the turn. Empty for a model loop.
+    #[serde(with = "base64_bytes", default)]
     pub request: Vec<u8>,
     /// The sealed state the sidecar handed over: opaque, integrity-checked by
-    /// the sidecar that resumes it.
-    #[serde(with = "base64_bytes")]
+    /// the sidecar that resumes it. Empty for a model loop.
+    #[serde(with = "base64_bytes", default)]
     pub state: Vec<u8>,
+    /// For an agent turn's model loop: where the loop stands (the
+    /// conversation, the model call it waits on, the calls after it), opaque
+    /// to the turn — the agent loop's to read. `None` for a script run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_loop: Option<Value>,
     /// The ids of the calls the run waits on, in the order the sidecar gave them.
     pub awaiting: Vec<String>,
     /// The calls of `awaiting` that wait for a person.
@@ -52,7 +60,17 @@ pub struct ParkedRun {
     pub parked_at_ms: i64,
 }
 
+/// The run id of turn `turn_id`'s model loop record: one per agent turn.
+pub fn model_loop_run_id(turn_id: &str) -> String {
+    format!("{turn_id}/model")
+}
+
 impl ParkedRun {
+    /// True for an agent turn's model loop, false for a script run.
+    pub fn is_model_loop(&self) -> bool {
+        self.model_loop.is_some()
+    }
+
     /// The pending call `call_id`, if the run waits on it for a person.
     pub fn pending_call(&self, call_id: &str) -> Option<&PendingCall> {
         self.pending.iter().find(|call| call.request.call_id == call_id)
@@ -282,13 +300,13 @@ mod tests {
         let run = ParkedRun {
             turn_id: "t".into(),
             run_id: "t/run-1".into(),
-            call: OwedCall {
+            call: Some(OwedCall {
                 call_id: "c".into(),
                 tool: "run_script".into(),
                 args: json!({"code": "1"}),
                 origin: CallOrigin::Model,
                 started_at_ms: 1,
-            },
+            }),
             request: vec![0, 1, 2, 255],
             state: vec![9; 100],
             awaiting: vec!["c/3".into(), "c/4".into()],
@@ -302,11 +320,25 @@ mod tests {
                 remaining_ms: Some(9),
                 ..Default::default()
             },
+            model_loop: None,
             owner: json!({"config": null}),
             parked_at_ms: 7,
         };
         let json = run.to_json().unwrap();
         assert!(json.contains("\"state\":\"CQkJ"), "bytes as base64: {json}");
+        assert!(!json.contains("model_loop"), "a script run's record has no model loop: {json}");
+        // A model loop's record: no call, request or state.
+        let model = ParkedRun {
+            run_id: model_loop_run_id("t"),
+            call: None,
+            request: Vec::new(),
+            state: Vec::new(),
+            model_loop: Some(json!({"messages": []})),
+            ..run.clone()
+        };
+        let back = ParkedRun::from_json(&model.to_json().unwrap()).unwrap();
+        assert!(back.is_model_loop() && !run.is_model_loop());
+        assert_eq!((back.run_id.as_str(), back.call), ("t/model", None));
         assert_eq!(ParkedRun::from_json(&json).unwrap(), run);
         assert_eq!(run.unanswered().count(), 1);
         assert!(ParkedRun::from_json("{\"turn_id\": 1}").is_err());

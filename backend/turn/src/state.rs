@@ -54,7 +54,7 @@ pub(crate) struct Inner {
     pub(crate) gate: tokio::sync::RwLock<()>,
     pub(crate) runs: AtomicU64,
     /// Calls waiting on a deferring approver, and those handed to the store.
-    pub(crate) deferred: super::handoff::Deferred,
+    pub(crate) deferred: super::deferred::Deferred,
     /// Built from a parked run's snapshot ([`TurnBuilder::resumed`](crate::TurnBuilder::resumed)):
     /// a call id the effect ledger already holds is then one an earlier
     /// process made before it ended, and is answered from the ledger.

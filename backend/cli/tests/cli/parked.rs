@@ -395,3 +395,105 @@ fn expire_times_out_calls_that_waited_past_the_limit_and_the_script_goes_on() {
     let wire = rows.iter().find(|row| row["call_id"] == json!(call)).unwrap();
     assert_eq!((&wire["code"], &wire["approval"]), (&json!("approval_timeout"), &json!("timed_out")), "{wire}");
 }
+
+/// A config over the demo world with one agent, the fake model at `model`.
+fn config_with_one_agent(scratch: &Scratch, model: &tether_tests::fake_model::FakeModel) -> String {
+    let demo =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo.toml"))
+            .unwrap();
+    let text = format!("{demo}\n[agents.main]\nbase_url = \"{}\"\nmodel = \"fake-main\"\n", model.base_url);
+    let path = scratch.path("tether.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_turn_parked_for_later_goes_on_with_the_model_after_each_answer_from_other_processes() {
+    use tether_tests::fake_model::{FakeModel, Reply};
+    let scratch = Scratch::new();
+    let email = |to: &str| json!({"to": to, "subject": "Contract", "body": "It ended."});
+    let script = "r = send_email(to='b@example.com', subject='Contract', body='It ended.')\n[r['ok']]";
+    // One answer with two calls: a direct email (approval), then a script that emails.
+    let model = FakeModel::start(vec![
+        Reply::Calls(vec![
+            ("c1".into(), "send_email".into(), email("a@example.com")),
+            ("c2".into(), "run_script".into(), json!({"code": script})),
+        ]),
+        Reply::Text("Both owners were emailed.".into()),
+    ])
+    .await;
+    let config = config_with_one_agent(&scratch, &model);
+    // Blocking in place: the fake model answers on the other worker.
+    let run = |args: &[&str]| tokio::task::block_in_place(|| scratch.durable(args));
+
+    // The model's own call waits: the turn parks, and nothing is sent.
+    let asked = run(&["ask", "Email the owners", "--config", &config, "--approval", "later"]);
+    assert!(asked.status.success(), "{}", stderr(&asked));
+    let report = stdout_json(&asked);
+    assert_eq!((&report["parked"], &report["answer"]), (&json!(true), &Value::Null), "{report}");
+    assert!(stderr(&asked).contains("tether approve"), "says how to answer: {}", stderr(&asked));
+    let (turn, first, tool, args) = only_pending(&scratch);
+    assert_eq!((first.as_str(), tool.as_str(), &args), ("c1", "send_email", &email("a@example.com")));
+    assert!(scratch.outbox().is_empty());
+    assert_eq!(model.requests().len(), 1);
+
+    // Approved from another process: the email goes, then the model's next
+    // call starts its script, whose email parks it again.
+    let one = run(&["approve", "--turn", &turn, "--call", "c1", "--as", "dana", "--config", &config]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    assert_eq!(stdout_json(&one)["parked"], json!(true), "{}", stderr(&one));
+    assert_eq!(scratch.outbox(), ["a@example.com"]);
+    let (same, second, tool, _) = only_pending(&scratch);
+    assert_eq!((same.as_str(), tool.as_str()), (turn.as_str(), "send_email"));
+    assert!(second.starts_with("c2/"), "the script's call waits: {second}");
+    assert_eq!(model.requests().len(), 1, "the model is not asked before every call of its answer is done");
+
+    // The rest: the run ends, and the model gets both results and answers.
+    let rest = run(&["approve", "--turn", &turn, "--all", "--as", "dana"]);
+    assert!(rest.status.success(), "{}", stderr(&rest));
+    let answered = stdout_json(&rest);
+    assert_eq!(answered["answer"], json!("Both owners were emailed."), "{answered}");
+    assert_eq!((&answered["parked"], &answered["model_requests"]), (&json!(false), &json!(2)), "{answered}");
+    assert_eq!(scratch.outbox(), ["a@example.com", "b@example.com"], "each email exactly once");
+    assert!(scratch.pending().is_empty());
+    assert_eq!(model.tool_result(1, "c1")["ok"], json!(true));
+    assert_eq!(model.tool_result(1, "c2")["value"]["result"], json!([true]), "the run's result reached the model");
+    let again = run(&["approve", "--turn", &turn, "--all"]);
+    assert!(!again.status.success() && stderr(&again).contains("nothing of turn"), "{}", stderr(&again));
+
+    // One audit row per call; both emails approved by dana.
+    let rows = one_row_per_call(&scratch, &turn);
+    let by = |id: &str| rows.iter().find(|row| row["call_id"] == json!(id)).unwrap_or_else(|| panic!("{id}: {rows:?}"));
+    assert_eq!((&by("c1")["approval"], &by("c1")["decided_by"]), (&json!("approved"), &json!("dana")));
+    assert_eq!((&by(&second)["approval"], &by(&second)["decided_by"]), (&json!("approved"), &json!("dana")));
+    assert_eq!(by("c2")["status"], json!("ok"));
+
+    // `chat` cannot park: it says what to use instead.
+    let chat = run(&["chat", "--config", &config, "--approval", "later"]);
+    assert!(!chat.status.success() && stderr(&chat).contains("tether ask --approval later"), "{}", stderr(&chat));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_direct_call_of_a_parked_agent_turn_is_the_models_failure_value_and_nothing_is_sent() {
+    use tether_tests::fake_model::{FakeModel, Reply, call};
+    let scratch = Scratch::new();
+    let model = FakeModel::start(vec![
+        call("c1", "send_email", json!({"to": "a@example.com", "subject": "s", "body": "b"})),
+        Reply::Text("The email was not sent.".into()),
+    ])
+    .await;
+    let config = config_with_one_agent(&scratch, &model);
+    let run = |args: &[&str]| tokio::task::block_in_place(|| scratch.durable(args));
+    let asked = run(&["ask", "Email a", "--config", &config, "--approval", "later"]);
+    assert_eq!(stdout_json(&asked)["parked"], json!(true), "{}", stderr(&asked));
+    let (turn, ..) = only_pending(&scratch);
+    let denied = run(&["deny", "--turn", &turn, "--all", "--reason", "not today", "--as", "sam"]);
+    assert!(denied.status.success(), "{}", stderr(&denied));
+    assert_eq!(stdout_json(&denied)["answer"], json!("The email was not sent."));
+    let seen = model.tool_result(1, "c1");
+    assert_eq!(seen["error"]["code"], json!("approval_denied"), "{seen}");
+    assert!(seen["error"]["message"].as_str().is_some_and(|m| m.contains("not today")), "{seen}");
+    assert!(scratch.outbox().is_empty() && scratch.pending().is_empty());
+    let rows = one_row_per_call(&scratch, &turn);
+    assert_eq!((&rows[0]["approval"], &rows[0]["decided_by"]), (&json!("denied"), &json!("sam")), "{rows:?}");
+}
