@@ -15,10 +15,13 @@
 //! - [`demo_db`]: the demo world as a SQLite database and `examples/demo.toml`
 //! - [`embedded`]: a sidecar in the same process, served on loopback
 //! - [`terminal`]: the terminal approver (asks a person, shows the exact arguments)
+//! - [`answer_all`]: the approver of `--approval allow-all` and `approve --all`
+//!   (one answer for every call, each printed and counted)
 //! - [`waiting`]: `tether pending` — what parked runs and agent turns wait on
 //! - [`parked`]: `tether approve`, `deny` and `expire` — answering what waits,
 //!   and resuming the script runs and agent turns it frees
 
+pub mod answer_all;
 pub mod audit;
 pub mod chat;
 pub mod demo;

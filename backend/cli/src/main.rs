@@ -265,7 +265,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ask { question, config, model } => {
             let source = Source::load(config.clone(), demo_db())?;
             let (agent, agents) = model.resolve(&source.config.agents)?;
-            let backend = Backend::start(&cli.backend, source, Approval::Policy).await?;
+            let default = Approval::headless_default(&source);
+            let backend = Backend::start(&cli.backend, source, default).await?;
             let outcome = chat::ask(&backend, agent, agents, question).await;
             backend.stop().await?;
             print_outcome(&outcome?, "the model gave no answer")
@@ -294,7 +295,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// `tether run` and `tether demo`: the script as the model's `run_script`
 /// call, on a backend started for it and stopped after.
 async fn run_script(args: &BackendArgs, source: Source, code: String, input: Value, label: &str) -> anyhow::Result<()> {
-    let backend = Backend::start(args, source, Approval::Policy).await?;
+    let default = Approval::headless_default(&source);
+    let backend = Backend::start(args, source, default).await?;
     let outcome = backend.run_script(code, input, label).await;
     backend.stop().await?;
     print_outcome(&outcome?, "the script did not complete")

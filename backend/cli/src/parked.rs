@@ -2,6 +2,7 @@
 //! on, read from the audit store and answered from any process — the one that parked them may be long gone (`docs/parking.md`,
 //! "Durable turns").
 
+use crate::answer_all::AnswerAll;
 use crate::waiting::print_waiting;
 use crate::wiring::{Backend, BackendArgs, Source, audit_store_url};
 use anyhow::Context;
@@ -11,8 +12,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 use tether_backend::agent::{AgentPark, WaitsOn};
 use tether_backend::turn::{
-    Answers, ApprovalDecision, ApprovalRequest, Approver, Code, DeferredApprover, ParkedAnswer, ParkedRun, Reason,
-    Resumed, runs_waiting_on, unix_ms,
+    Answers, ApprovalDecision, Approver, Code, DeferredApprover, ParkedAnswer, ParkedRun, Reason, Resumed,
+    runs_waiting_on, unix_ms,
 };
 
 /// What `tether approve`, `deny` or `expire` says of the calls it answers.
@@ -59,25 +60,6 @@ pub struct Answer {
     pub config: Option<PathBuf>,
 }
 
-/// Who decides the calls a resumed run makes under `--all`: the person who
-/// answered, at once.
-struct AnswersEvery {
-    decision: ApprovalDecision,
-}
-
-#[async_trait::async_trait]
-impl Approver for AnswersEvery {
-    async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
-        let verb = if self.decision.approved { "approved" } else { "denied" };
-        eprintln!("{verb} by {}: {} {} {}", self.decision.decided_by, request.call_id, request.tool, request.args);
-        self.decision.clone()
-    }
-
-    fn asks_a_person(&self) -> bool {
-        false
-    }
-}
-
 /// Answers the turn's waiting calls as `answer` says, resumes each parked
 /// run they free on the sidecar `args` names (or an embedded one) to its end
 /// or next park, and returns the script tool's result as `run` prints it
@@ -114,7 +96,7 @@ pub async fn answer(args: &BackendArgs, answer: Answer) -> anyhow::Result<Value>
     // Calls the resumed runs make: answered at once under `--all`, else
     // they park again for the next answer.
     let approver: Arc<dyn Approver> = match decision {
-        Some(decision) if answer.all => Arc::new(AnswersEvery { decision }),
+        Some(decision) if answer.all => Arc::new(AnswerAll::new(decision)),
         _ => Arc::new(DeferredApprover),
     };
     // An agent turn's model loop goes on once the call it waits on is answered.

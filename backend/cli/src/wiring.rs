@@ -10,6 +10,7 @@
 //! [`Backend::start`] started (the MCP servers, an embedded sidecar, a
 //! temporary demo database).
 
+use crate::answer_all::AnswerAll;
 use crate::demo_db;
 use crate::embedded::EmbeddedSidecar;
 use crate::terminal::TerminalApprover;
@@ -37,8 +38,9 @@ pub struct BackendArgs {
     /// instead of one embedded in this process.
     #[arg(long, global = true, env = "TETHER_SIDECAR")]
     pub sidecar: Option<String>,
-    /// Who approves calls that need approval (default: `ask` for `chat`,
-    /// `policy` otherwise).
+    /// Who approves calls that need approval. Default: `ask` for `chat`; for
+    /// `run` and `ask` with a config of your own, `ask` on a terminal and
+    /// `deny` without one; `allow-all` for the demo world's tools (it says so).
     #[arg(long, global = true, value_enum)]
     pub approval: Option<Approval>,
     /// Where the audit log and effect ledger go, as a URL: `sqlite:PATH` or a
@@ -63,8 +65,10 @@ pub struct BackendArgs {
 /// Who approves the calls that need approval (`--approval`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Approval {
-    /// A headless policy approves every request.
-    Policy,
+    /// Approve every request at once, each printed with its arguments and
+    /// counted on stderr (`policy`, its old name, still works).
+    #[value(name = "allow-all", alias = "policy")]
+    AllowAll,
     /// Ask on this terminal, showing the exact arguments.
     Ask,
     /// Deny every request.
@@ -224,19 +228,55 @@ impl std::fmt::Debug for Backend {
     }
 }
 
+impl Approval {
+    /// The default of a command that runs a turn with no chat prompt (`run`,
+    /// `ask`, `demo`): with the demo world's tools, `allow-all` (it is a
+    /// demo, and says so); with a config of the user's own, `ask` when this
+    /// process has a terminal to ask on, `deny` when it has none — never a
+    /// silent approval of real effects.
+    pub fn headless_default(source: &Source) -> Approval {
+        use std::io::IsTerminal;
+        if source.demo {
+            Approval::AllowAll
+        } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+            Approval::Ask
+        } else {
+            Approval::Deny
+        }
+    }
+
+    /// What a command says on stderr when it chose this approval by itself.
+    fn announce_default(self) {
+        match self {
+            Approval::AllowAll => eprintln!(
+                "approval: allow-all approves the demo world's calls, each printed below \
+                 (choose with --approval ask|deny|later)"
+            ),
+            Approval::Deny => eprintln!(
+                "approval: no terminal to ask on, so calls that need approval are denied \
+                 (choose with --approval allow-all|later)"
+            ),
+            Approval::Ask | Approval::Later => {}
+        }
+    }
+}
+
 impl Backend {
     /// Starts `source`'s tools and the sidecar `args` names (one embedded in
     /// this process without `--sidecar`), connects to it, and opens the audit
     /// store; calls are approved as `--approval` says, or as
-    /// `default_approval` without it.
+    /// `default_approval` without it (announced on stderr).
     ///
     /// # Errors
     /// If a tool source, the sidecar or the audit store cannot be started or reached.
     pub async fn start(args: &BackendArgs, mut source: Source, default_approval: Approval) -> anyhow::Result<Backend> {
         let mut terminal = None;
-        let approval = args.approval.unwrap_or(default_approval);
+        let approval = args.approval.unwrap_or_else(|| {
+            default_approval.announce_default();
+            default_approval
+        });
         let approver: Arc<dyn Approver> = match approval {
-            Approval::Policy => Arc::new(PolicyApprover::approve_all()),
+            Approval::AllowAll => Arc::new(AnswerAll::allow_all()),
             Approval::Ask => terminal.insert(Arc::new(TerminalApprover::new("terminal"))).clone(),
             Approval::Deny => Arc::new(PolicyApprover::deny_all()),
             Approval::Later => Arc::new(DeferredApprover),
@@ -412,7 +452,7 @@ mod tests {
             audit_store: Some("memory:".into()),
             ..BackendArgs::default()
         };
-        let refused = Backend::start(&args, source, Approval::Policy).await.unwrap_err().to_string();
+        let refused = Backend::start(&args, source, Approval::AllowAll).await.unwrap_err().to_string();
         assert!(
             refused.contains("`memory:` keeps them only in this one") && refused.contains("sqlite:PATH"),
             "{refused}"

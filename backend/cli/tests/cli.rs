@@ -381,3 +381,51 @@ fn a_failed_command_says_why_in_one_line_even_with_rust_backtrace_set() {
     // The outcome itself still reaches stdout, as JSON.
     assert_eq!(stdout_json(&output)["error"]["code"], "runtime_error", "{}", String::from_utf8_lossy(&output.stdout));
 }
+
+/// Issue 27: headless commands never approve silently. With a config of the
+/// user's own and no terminal, calls needing approval are denied, saying so;
+/// on a terminal, the person is asked; the demo world's tools are approved by
+/// `allow-all`, each call printed and counted (`policy` is its old name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_denies_without_a_terminal_asks_on_one_and_allow_all_says_what_it_approves() {
+    let scratch = Scratch::new();
+    let config = scratch.path("own.toml");
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo.toml"), &config).unwrap();
+    let script = scratch.path("email.py");
+    std::fs::write(&script, "r = send_email(to='a@example.com', subject='s', body='b')\n[r['ok'], r['error']]\n")
+        .unwrap();
+    let (script_arg, config_arg) = (script.to_str().unwrap(), config.to_str().unwrap());
+    let run = |args: &[&str]| tokio::task::block_in_place(|| scratch.tether(args));
+    let result = |output: &Output| stdout_json(output)["value"]["result"].clone();
+
+    let headless = run(&["run", script_arg, "--config", config_arg, "--input", "{}"]);
+    let said = String::from_utf8_lossy(&headless.stderr).into_owned();
+    assert!(said.contains("no terminal to ask on, so calls that need approval are denied"), "{said}");
+    assert_eq!(result(&headless)[0], json!(false), "{said}");
+    assert_eq!(result(&headless)[1]["code"], json!("approval_denied"));
+
+    for approval in [None, Some("allow-all"), Some("policy")] {
+        let mut args = vec!["run", script_arg, "--input", "{}"];
+        args.extend(approval.iter().flat_map(|name| ["--approval", *name]));
+        let demo = run(&args);
+        let said = String::from_utf8_lossy(&demo.stderr).into_owned();
+        assert_eq!(result(&demo), json!([true, null]), "{approval:?}: {said}");
+        assert!(said.contains("approved by allow-all (call 1 it answered): "), "{approval:?}: {said}");
+        assert!(said.contains("send_email {\"body\":\"b\""), "the exact arguments: {said}");
+        assert_eq!(said.contains("approval: allow-all approves the demo world's calls"), approval.is_none(), "{said}");
+    }
+
+    // On a terminal, the person is asked, and the answer decides.
+    let command = format!(
+        "{TETHER} --audit-store {} --demo-db {} run {script_arg} --config {config_arg} --input '{{}}'; \
+         echo tether-exited-$?; sleep 30",
+        scratch.store(),
+        scratch.path("demo.db").display(),
+    );
+    let tmux = Tmux::start(&format!("tether-run-{}", std::process::id()), &command);
+    let screen = tmux.wait_for("approve? [y/N]").await;
+    assert!(screen.contains("approval needed: `send_email`"), "{screen}");
+    tmux.type_line("n");
+    let screen = tmux.wait_for("tether-exited-").await;
+    assert!(screen.contains("approval_denied") && screen.contains("tether-exited-0"), "{screen}");
+}
