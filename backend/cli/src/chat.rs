@@ -153,6 +153,21 @@ impl Session {
     /// # Errors
     /// If the agent or its turn cannot be set up (an unset key variable).
     pub async fn send(&mut self, message: &str) -> anyhow::Result<(Turn, AgentRun)> {
+        let (turn, run, _) = self.send_until(message, std::future::pending::<()>()).await?;
+        Ok((turn, run))
+    }
+
+    /// [`send`](Self::send), with the turn cancelled when `stop` resolves
+    /// first: its calls end as `cancelled`, each with its row, and the
+    /// turn's end comes back with what `stop` gave.
+    ///
+    /// # Errors
+    /// As [`send`](Self::send).
+    pub async fn send_until<T>(
+        &mut self,
+        message: &str,
+        stop: impl Future<Output = T>,
+    ) -> anyhow::Result<(Turn, AgentRun, Option<T>)> {
         let turn = self.turn().await?;
         let mut agent_loop = self.peers.agent_loop(&self.agent)?;
         if let Some(owner) = &self.parking {
@@ -160,11 +175,21 @@ impl Session {
         }
         let mut conversation = self.conversation.clone();
         conversation.push(json!({"role": "user", "content": message}));
-        let run = agent_loop.run(&turn, conversation).await;
+        let (run, stopped) = {
+            let running = agent_loop.run(&turn, conversation);
+            tokio::pin!(running);
+            tokio::select! {
+                run = &mut running => (run, None),
+                stopped = stop => {
+                    turn.cancel();
+                    (running.await, Some(stopped))
+                }
+            }
+        };
         if run.result.is_ok() {
             self.conversation = run.messages.clone();
         }
-        Ok((turn, run))
+        Ok((turn, run, stopped))
     }
 }
 
@@ -267,9 +292,12 @@ pub async fn ask(backend: &Backend, agent: String, agents: AgentsConfig, questio
         owner["agents"] = serde_json::to_value(&agents)?;
         session.parking = Some(owner);
     }
-    let (turn, run) = session.send(question).await?;
+    let (turn, run, interrupted) = session.send_until(question, crate::interrupt::signal()).await?;
     live.finish_line();
-    report(backend, &turn, &run).await
+    let Some(signal) = interrupted else { return report(backend, &turn, &run).await };
+    let rows = turn.audit_log().await?.len();
+    eprintln!("{signal}: the turn was cancelled; audit log: {rows} rows for turn {}", turn.id());
+    Err(crate::interrupt::Interrupted { signal, hint: backend.audit_hint(turn.id()) }.into())
 }
 
 /// `tether approve` (or `deny`, `expire`) on an agent turn that `tether ask

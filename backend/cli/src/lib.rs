@@ -14,6 +14,7 @@
 //! - [`demo`]: the demo world's data (and its tools in memory, for tests)
 //! - [`demo_db`]: the demo world as a SQLite database and `examples/demo.toml`
 //! - [`embedded`]: a sidecar in the same process, served on loopback
+//! - [`interrupt`]: Ctrl-C and SIGTERM cancel `run`'s and `ask`'s turn, which is recorded
 //! - [`terminal`]: the terminal approver (asks a person, shows the exact arguments)
 //! - [`answer_all`]: the approver of `--approval allow-all` and `approve --all`
 //!   (one answer for every call, each printed and counted)
@@ -27,6 +28,7 @@ pub mod chat;
 pub mod demo;
 pub mod demo_db;
 pub mod embedded;
+pub mod interrupt;
 pub mod listing;
 pub mod parked;
 pub mod terminal;

@@ -207,7 +207,11 @@ async fn main() -> std::process::ExitCode {
     // Exit here rather than by dropping the runtime: `chat` may leave a
     // blocking read of the terminal behind (Ctrl-C at the prompt), which the
     // runtime would wait for.
-    std::process::exit(if outcome.is_ok() { 0 } else { 1 })
+    std::process::exit(match &outcome {
+        Ok(()) => 0,
+        Err(error) if error.is::<tether_cli::interrupt::Interrupted>() => tether_cli::interrupt::EXIT_CODE,
+        Err(_) => 1,
+    })
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

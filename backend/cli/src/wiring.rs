@@ -407,7 +407,25 @@ impl Backend {
             self.source.config.path.display()
         );
         let request = CallRequest::new("call_1", "run_script", json!({"code": code, "input": input}));
-        let result = turn.execute(request, CallOrigin::Model).await;
+        let execute = turn.execute(request, CallOrigin::Model);
+        tokio::pin!(execute);
+        let mut interrupted = None;
+        let result = tokio::select! {
+            result = &mut execute => result,
+            signal = crate::interrupt::signal() => {
+                // The turn ends its calls as `cancelled`, each with its row.
+                eprintln!("{signal}: cancelling the turn");
+                turn.cancel();
+                interrupted = Some(signal);
+                execute.await
+            }
+        };
+        if let Some(signal) = interrupted {
+            println!("{}", serde_json::to_string_pretty(&result.to_model_value())?);
+            let rows = turn.audit_log().await?.len();
+            eprintln!("audit log: {rows} rows for turn {turn_id}");
+            return Err(crate::interrupt::Interrupted { signal, hint: self.audit_hint(&turn_id) }.into());
+        }
         if result.failure().is_some_and(|failure| failure.code == Code::RunParked) {
             crate::waiting::print_waiting(&*self.setup.audit, &turn_id, &self.audit_url).await?;
         }

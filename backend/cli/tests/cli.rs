@@ -429,3 +429,65 @@ async fn run_denies_without_a_terminal_asks_on_one_and_allow_all_says_what_it_ap
     let screen = tmux.wait_for("tether-exited-").await;
     assert!(screen.contains("approval_denied") && screen.contains("tether-exited-0"), "{screen}");
 }
+
+/// Issue 27: Ctrl-C or SIGTERM in `run` and `ask` cancels the turn instead of
+/// killing the process: every call — the `run_script` call with its code —
+/// has its row, and the command exits 130.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_in_run_or_ask_cancels_the_turn_records_every_call_and_exits_130() {
+    let scratch = Scratch::new();
+    let started = scratch.path("started.log");
+    let script = "r = slow()\nr['ok']";
+    let model = FakeModel::start(vec![call("c1", "run_script", json!({"code": script}))]).await;
+    let config = scratch.path("slow.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[tools]]\nname = \"slow\"\nkind = \"command\"\ndescription = \"Takes a while.\"\n\
+             command = [\"sh\", \"-c\", \"echo started >> '{}'; sleep 60; echo '{{}}'\"]\ntimeout = \"120s\"\n\
+             input_schema = {{ type = \"object\" }}\n\n\
+             [agents.main]\nbase_url = \"{}\"\nmodel = \"fake\"\n",
+            started.display(),
+            model.base_url
+        ),
+    )
+    .unwrap();
+    let file = scratch.path("slow.py");
+    std::fs::write(&file, script).unwrap();
+    let (file, config) = (file.to_str().unwrap(), config.to_str().unwrap());
+    let runs: [(&[&str], &str, &str); 2] = [
+        (&["run", file, "--config", config, "--input", "{}"], "-TERM", "SIGTERM"),
+        (&["ask", "Be slow", "--config", config, "--approval", "deny"], "-INT", "Ctrl-C"),
+    ];
+    for (n, (args, signal, name)) in runs.into_iter().enumerate() {
+        let child = Command::new(TETHER)
+            .args(["--audit-store", &scratch.store(), "--demo-db"])
+            .arg(scratch.path("demo.db"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let give_up = Instant::now() + Duration::from_secs(120);
+        while std::fs::read_to_string(&started).unwrap_or_default().lines().count() <= n {
+            assert!(Instant::now() < give_up, "{name}: the tool never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let sent = Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+        assert!(sent.success());
+        let output = tokio::task::block_in_place(|| child.wait_with_output()).unwrap();
+        let said = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(output.status.code(), Some(130), "{name}: {said}");
+        assert!(said.contains(&format!("cancelled by {name}")), "{said}");
+        let turn = said.split("rows for turn ").nth(1).and_then(|rest| rest.split_whitespace().next()).unwrap();
+        let rows = stdout_json(&scratch.tether(&["audit", "--turn", turn, "--json"]))["audit"].clone();
+        let code_of = |tool: &str| {
+            let row = rows.as_array().unwrap().iter().find(|row| row["tool"] == tool);
+            row.unwrap_or_else(|| panic!("{name}: no `{tool}` row in {rows}"))["code"].clone()
+        };
+        assert_eq!(code_of("slow"), json!("cancelled"), "{name}: {rows}");
+        assert_eq!(code_of("run_script"), json!("cancelled"), "{name}: {rows}");
+        let script_row = rows.as_array().unwrap().iter().find(|row| row["tool"] == "run_script").unwrap();
+        assert!(script_row["args"].as_str().is_some_and(|args| args.contains("slow()")), "the code: {script_row}");
+    }
+}
