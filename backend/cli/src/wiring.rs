@@ -120,14 +120,22 @@ impl Source {
                 (path.clone(), Some((path, remove)))
             }
         };
-        let (config, demo) = match config {
+        let loaded = match config {
             Some(path) => {
                 let vars = Vars::from_env().set(demo_db::DB_VAR, db.display().to_string());
-                (Config::load(&path, &vars)?, false)
+                Config::load(&path, &vars).map(|config| (config, false)).map_err(anyhow::Error::from)
             }
-            None => (demo_db::config(&db)?, true),
+            None => demo_db::config(&db).map(|config| (config, true)),
         };
-        Ok(Source { config, demo, demo_db: created })
+        match loaded {
+            Ok((config, demo)) => Ok(Source { config, demo, demo_db: created }),
+            Err(error) => {
+                if let Some((path, true)) = &created {
+                    remove_database(path);
+                }
+                Err(error)
+            }
+        }
     }
 
     /// The tools of the config file at `config` (the demo world's without
@@ -177,21 +185,38 @@ impl Source {
     ///
     /// # Errors
     /// If the demo database's outbox cannot be read.
-    pub fn finish(self, report: bool) -> anyhow::Result<()> {
-        let Some((path, remove)) = self.demo_db else { return Ok(()) };
-        let outbox = demo_db::outbox(&path)?;
+    pub fn finish(mut self, report: bool) -> anyhow::Result<()> {
+        let Some((path, _)) = &self.demo_db else { return Ok(()) };
+        let outbox = demo_db::outbox(path)?;
         if report && (self.demo || !outbox.is_empty()) {
             eprintln!("outbox (table `outbox` of {}): {} emails", path.display(), outbox.len());
             for email in outbox {
                 eprintln!("  → {}: {}", email.to, email.subject);
             }
         }
-        if remove {
-            for suffix in ["", "-wal", "-shm"] {
-                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-            }
-        }
+        self.remove_temporary();
         Ok(())
+    }
+
+    fn remove_temporary(&mut self) {
+        if let Some((path, true)) = self.demo_db.take() {
+            remove_database(&path);
+        }
+    }
+}
+
+/// Removes a SQLite database file and its journal files, if they are there.
+fn remove_database(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+/// A command that fails before it finishes (a config error, a sidecar that
+/// cannot start) leaves no temporary demo database behind.
+impl Drop for Source {
+    fn drop(&mut self) {
+        self.remove_temporary();
     }
 }
 

@@ -491,3 +491,33 @@ async fn a_signal_in_run_or_ask_cancels_the_turn_records_every_call_and_exits_13
         assert!(script_row["args"].as_str().is_some_and(|args| args.contains("slow()")), "the code: {script_row}");
     }
 }
+
+/// Issue 27: nothing is left behind by a command that fails, and a store URL
+/// missing its colon is not taken for a file name.
+#[test]
+fn a_failed_command_leaves_no_files_and_a_bare_memory_is_refused() {
+    let scratch = Scratch::new();
+    let tmp = scratch.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    std::fs::write(scratch.path("bad.toml"), "[[tools]]\nname = \"x\"\nkind = \"bogus\"\n").unwrap();
+    let tether = |args: &[&str]| {
+        Command::new(TETHER)
+            .args(args)
+            .current_dir(scratch.path(""))
+            .env("TMPDIR", &tmp)
+            .env_remove("TETHER_DEMO_DB")
+            .env_remove("TETHER_AUDIT_STORE")
+            .output()
+            .unwrap()
+    };
+    let bad = tether(&["--audit-store", "memory:", "run", "/dev/null", "--config", "bad.toml"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("`bogus` is not a kind of tool"));
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left behind in the temp dir: {left:?}");
+
+    let bare = tether(&["--audit-store", "memory", "audit", "--turn", "t"]);
+    let said = String::from_utf8_lossy(&bare.stderr).into_owned();
+    assert!(!bare.status.success() && said.contains("did you mean `memory:`?"), "{said}");
+    assert!(!scratch.path("memory").exists(), "no file named `memory` is made");
+}

@@ -56,6 +56,13 @@ impl AuditStoreUrl {
         if url == "memory:" {
             return Ok(AuditStoreUrl::Memory);
         }
+        // A scheme's name alone is a forgotten colon, not a file to create.
+        if let word @ ("memory" | "sqlite" | "postgres" | "postgresql") = url {
+            let meant = if word == "memory" { "`memory:`".to_owned() } else { format!("`{word}:…`") };
+            return Err(refuse(format!(
+                "`{word}` alone would be a SQLite file of that name; did you mean {meant}? (a file named so: `./{word}`)"
+            )));
+        }
         match scheme(url) {
             Some(scheme @ ("memory" | "postgres" | "postgresql")) => {
                 Err(refuse(format!("a `{scheme}:` URL is written differently")))
@@ -167,6 +174,8 @@ mod tests {
             ("postgres:u@h/db", "a `postgres:` URL is written differently"),
             ("memory:big", "a `memory:` URL is written differently"),
             ("sqlite:", "it names no file"),
+            ("memory", "did you mean `memory:`?"),
+            ("postgres", "did you mean `postgres:…`?"),
         ] {
             let refused = AuditStoreUrl::parse(url).unwrap_err();
             let text = refused.to_string();
