@@ -513,8 +513,19 @@ fn a_failed_command_leaves_no_files_and_a_bare_memory_is_refused() {
     let bad = tether(&["--audit-store", "memory:", "run", "/dev/null", "--config", "bad.toml"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("`bogus` is not a kind of tool"));
-    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().map(|entry| entry.unwrap().file_name()).collect();
-    assert!(left.is_empty(), "left behind in the temp dir: {left:?}");
+    let left = || std::fs::read_dir(&tmp).unwrap().map(|entry| entry.unwrap().file_name()).collect::<Vec<_>>();
+    assert!(left().is_empty(), "left behind in the temp dir: {:?}", left());
+    // A config that never reads `${TETHER_DEMO_DB}` gets no demo database.
+    std::fs::write(
+        scratch.path("own.toml"),
+        "[[tools]]\nname = \"hi\"\nkind = \"static\"\ndescription = \"Hi.\"\nvalue = 1\n",
+    )
+    .unwrap();
+    std::fs::write(scratch.path("one.py"), "unwrap(hi())").unwrap();
+    let own = tether(&["--audit-store", "memory:", "run", "one.py", "--config", "own.toml", "--input", "{}"]);
+    assert!(own.status.success(), "{}", String::from_utf8_lossy(&own.stderr));
+    assert_eq!(stdout_json(&own)["value"]["result"], json!(1));
+    assert!(left().is_empty(), "made in the temp dir: {:?}", left());
 
     let bare = tether(&["--audit-store", "memory", "audit", "--turn", "t"]);
     let said = String::from_utf8_lossy(&bare.stderr).into_owned();
