@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
 use tether_backend::agent::{AGENT_TOOL_PREFIX, nested_turn_id};
-use tether_backend::turn::{AuditRecord, AuditStore, AuditStoreUrl, CallIdentity, LedgerEntry};
+use tether_backend::turn::{AuditRecord, AuditStore, AuditStoreUrl, CallIdentity, LedgerEntry, SCRIPT_TOOL_NAME};
 
 /// Which rows to show.
 #[derive(Debug, Clone, Default)]
@@ -240,6 +240,33 @@ pub async fn show(url: &AuditStoreUrl, turn_id: &str, filter: &Filter, json: boo
     } else {
         render(turn_id, &records, filter)
     })
+}
+
+/// The code of script call `call_id` of turn `turn_id` (a `run_script` call
+/// of it or of a turn nested in it), as the model wrote it: `tether audit
+/// --script CALL`.
+///
+/// # Errors
+/// If the store cannot be read, or the turn has no such script call (the
+/// message lists the ones it has).
+pub async fn script(url: &AuditStoreUrl, turn_id: &str, call_id: &str) -> anyhow::Result<String> {
+    let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
+    let records = read(&store, turn_id).await?;
+    let scripts: Vec<&AuditRecord> = records.audit.iter().filter(|row| row.call.tool == SCRIPT_TOOL_NAME).collect();
+    let Some(row) = scripts.iter().find(|row| row.call.call_id == call_id) else {
+        let ids: Vec<String> = scripts.iter().map(|row| format!("`{}`", row.call.call_id)).collect();
+        let has = if ids.is_empty() { "none".to_owned() } else { ids.join(", ") };
+        anyhow::bail!("turn `{turn_id}` has no script call `{call_id}` in {url}; its script calls: {has}");
+    };
+    let code = code_of(&row.call.args)
+        .with_context(|| format!("the recorded arguments of `{call_id}` hold no script (`code`)"))?;
+    Ok(if code.ends_with('\n') { code } else { format!("{code}\n") })
+}
+
+/// The script in a `run_script` call's recorded arguments.
+pub fn code_of(args: &str) -> Option<String> {
+    let args: Value = serde_json::from_str(args).ok()?;
+    args.get("code").and_then(Value::as_str).map(str::to_owned)
 }
 
 #[cfg(test)]

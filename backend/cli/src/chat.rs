@@ -16,7 +16,7 @@ use tether_backend::agent::{
     AgentConfig, AgentError, AgentEvent, AgentEventSink, AgentPark, AgentRun, AgentsConfig, NestedTurnSetup, PeerAgents,
 };
 use tether_backend::tools::ToolSet;
-use tether_backend::turn::{ParkedRun, Tool, Turn, TurnBuilder};
+use tether_backend::turn::{ParkedRun, SCRIPT_TOOL_NAME, Tool, Turn, TurnBuilder};
 
 /// The agent a chat talks to when the command line names none and the
 /// config has several.
@@ -351,6 +351,7 @@ pub async fn ask_report(turn: &Turn, run: &AgentRun) -> anyhow::Result<Value> {
                 "depth": row.call.depth,
                 "status": row.status.as_str(),
                 "code": row.code,
+                "script": (row.call.tool == SCRIPT_TOOL_NAME).then(|| crate::audit::code_of(&row.call.args)).flatten(),
             })
         })
         .collect();

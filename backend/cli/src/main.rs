@@ -108,6 +108,9 @@ enum Command {
         /// As JSON.
         #[arg(long)]
         json: bool,
+        /// Print the script of this `run_script` call, as the model wrote it.
+        #[arg(long, value_name = "CALL", conflicts_with_all = ["run", "code", "json"])]
+        script: Option<String>,
     },
     /// List the calls that parked runs wait on (`--approval later`): turn,
     /// call id, tool, exact arguments, since when.
@@ -230,7 +233,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", listing::stubs(source, agent.clone()).await?);
             Ok(())
         }
-        Command::Audit { turn, run, code, json } => {
+        Command::Audit { turn, script: Some(call), .. } => {
+            print!("{}", audit::script(&audit_store_url(&cli.backend)?, turn, call).await?);
+            Ok(())
+        }
+        Command::Audit { turn, run, code, json, script: None } => {
             let filter = audit::Filter { run: run.clone(), code: code.clone() };
             print!("{}", audit::show(&audit_store_url(&cli.backend)?, turn, &filter, *json).await?);
             Ok(())

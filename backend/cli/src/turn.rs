@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use tether_backend::tools::{ToolSet, TurnSection};
 use tether_backend::turn::{
-    Approver, AuditStore, EventSink, Tool, ToolEvent, Turn, TurnBuilder, TurnError, TurnSnapshot,
+    Approver, AuditStore, EventSink, SCRIPT_TOOL_NAME, Tool, ToolEvent, Turn, TurnBuilder, TurnError, TurnSnapshot,
 };
 
 /// What the CLI's turns are built with. Cheap to clone.
@@ -88,6 +88,15 @@ impl EventSink for PrintEvents {
         let indent = if event.parent_call_id().is_some() { "    " } else { "" };
         match event {
             ToolEvent::ToolStarted { call_id, tool, args, .. } => {
+                // A script is the main thing to see: whole, before it runs.
+                let code = args.as_ref().filter(|_| tool == SCRIPT_TOOL_NAME).and_then(|a| a.get("code")?.as_str());
+                if let Some(code) = code {
+                    eprintln!("{indent}→ {call_id} {tool}:");
+                    for line in code.lines() {
+                        eprintln!("{indent}    │ {line}");
+                    }
+                    return;
+                }
                 let args = args.as_ref().map(|a| shorten(&a.to_string())).unwrap_or_default();
                 eprintln!("{indent}→ {call_id} {tool} {args}");
             }

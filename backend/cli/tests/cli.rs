@@ -108,6 +108,8 @@ async fn ask_runs_the_model_s_script_and_agent_calls_through_the_turn_and_audit_
 
     // The calls of the turn, as `ask` reports them and as `audit` reads them back.
     let turn = report["turn_id"].as_str().unwrap().to_owned();
+    let c1 = report["calls"].as_array().unwrap().iter().find(|c| c["call_id"] == "c1").unwrap();
+    assert_eq!(c1["script"], json!(script), "ask's JSON holds the script: {c1}");
     let tools: Vec<(&str, u64)> = report["calls"]
         .as_array()
         .unwrap()
@@ -358,6 +360,18 @@ fn a_7_kb_script_is_kept_whole_in_the_audit_with_the_approvers_reason() {
     );
     let text = String::from_utf8_lossy(&scratch.tether(&["audit", "--turn", &first]).stdout).into_owned();
     assert!(text.contains("approval denied by policy (\"denied by the approval policy\")"), "{text}");
+
+    // Issue 27: the script is always visible — raw from the audit, whole in the live view.
+    let raw = scratch.tether(&["audit", "--turn", &first, "--script", "call_1"]);
+    assert_eq!(String::from_utf8_lossy(&raw.stdout), format!("{code}\n"), "{}", String::from_utf8_lossy(&raw.stderr));
+    let wrong = scratch.tether(&["audit", "--turn", &first, "--script", "call_9"]);
+    let said = String::from_utf8_lossy(&wrong.stderr).into_owned();
+    assert!(!wrong.status.success() && said.contains("its script calls: `call_1`"), "{said}");
+    let live = scratch.tether(&["--approval", "deny", "run", file.to_str().unwrap(), "--input", "{}"]);
+    let shown = String::from_utf8_lossy(&live.stderr).into_owned();
+    for line in code.lines() {
+        assert!(shown.contains(&format!("│ {line}\n")), "`{line}` shown before it runs:\n{shown}");
+    }
 }
 
 #[test]
