@@ -54,6 +54,7 @@ impl Config {
         let top = At { file: path, key: String::new(), vars };
         check_keys(&top, &table, &TOP_KEYS)?;
         let tools = ToolsConfig::read(&top, table.remove("tools"), table.remove("mcp"))?;
+        check_reserved(path, &tools)?;
         Ok(Config {
             path: path.to_owned(),
             tools,
@@ -71,6 +72,25 @@ impl Config {
     pub fn server_names(&self) -> Vec<&str> {
         self.tools.server_names()
     }
+}
+
+/// Refuses a `[[tools]]` entry named as a tool the turn makes itself:
+/// `run_script`, `activate_tools`, or an agent tool's `agent_<name>`.
+fn check_reserved(path: &Path, tools: &ToolsConfig) -> Result<(), ConfigError> {
+    for (i, name) in tools.tool_names().into_iter().enumerate() {
+        let whose = if name == tether_client::SCRIPT_TOOL_NAME {
+            "the script tool's"
+        } else if name == tether_turn::ACTIVATE_TOOLS_NAME {
+            "the turn's own tool for deferred tools'"
+        } else if name.starts_with(tether_agent::AGENT_TOOL_PREFIX) {
+            "an agent tool's (`agent_<name>`)"
+        } else {
+            continue;
+        };
+        return Err(ConfigError::new(path, format!("tools[{i}](`{name}`).name"), format!("`{name}` is {whose} name"))
+            .fix("rename the tool: the turn adds that one itself"));
+    }
+    Ok(())
 }
 
 fn section(top: &At<'_>, table: &mut toml::Table, key: &str) -> Result<Option<toml::Table>, ConfigError> {
@@ -121,6 +141,19 @@ mod tests {
         );
         assert_eq!(config.turn.deadline, Some(std::time::Duration::from_secs(90)));
         assert_eq!(config.agents.agents["billing"].model, "m");
+        let number =
+            "[[tools]]\nname = \"a\"\nkind = \"command\"\ndescription = \"x\"\ncommand = [\"true\"]\ntimeout = 5\n";
+        let refused = parse(number).unwrap_err().to_string();
+        assert!(refused.contains("timeout") && refused.contains("write \"5s\""), "{refused}");
+        for (name, says) in [
+            ("run_script", "`run_script` is the script tool's name"),
+            ("activate_tools", "the turn's own tool"),
+            ("agent_billing", "an agent tool's"),
+        ] {
+            let text = format!("[[tools]]\nname = \"{name}\"\nkind = \"static\"\ndescription = \"x\"\nvalue = 1\n");
+            let refused = parse(&text).unwrap_err().to_string();
+            assert!(refused.contains(says) && refused.contains(&format!("tools[0](`{name}`).name")), "{refused}");
+        }
         assert!(!config.agents.agent_tools[0].is_enabled());
 
         let typo = problem("[agents.billing]\nbase_url = \"u\"\nmodle = \"m\"\n");

@@ -22,6 +22,9 @@ use tether_backend::turn::{ParkedRun, SCRIPT_TOOL_NAME, Tool, Turn, TurnBuilder}
 /// config has several.
 pub const DEFAULT_AGENT: &str = "main";
 
+/// The variable `--base-url`'s key is read from without `--api-key-env`.
+const DEFAULT_KEY_VAR: &str = "OPENAI_API_KEY";
+
 /// How the user names the model: an agent of the config file, or an
 /// endpoint given on the command line (which then joins the agents as
 /// [`DEFAULT_AGENT`]).
@@ -38,9 +41,10 @@ pub struct ModelChoice {
     /// The model name at `--base-url`.
     #[arg(long, env = "TETHER_MODEL", requires = "base_url")]
     pub model: Option<String>,
-    /// The environment variable holding `--base-url`'s API key.
-    #[arg(long, default_value = "OPENAI_API_KEY", requires = "base_url")]
-    pub api_key_env: String,
+    /// The environment variable holding `--base-url`'s API key (default:
+    /// `OPENAI_API_KEY` when it is set; none, for a local model, when not).
+    #[arg(long, requires = "base_url")]
+    pub api_key_env: Option<String>,
 }
 
 impl ModelChoice {
@@ -54,7 +58,14 @@ impl ModelChoice {
         if let Some(base_url) = &self.base_url {
             let model = self.model.clone().context("--base-url needs --model (or TETHER_MODEL): the model's name")?;
             let name = self.agent.clone().unwrap_or_else(|| DEFAULT_AGENT.to_owned());
-            let api_key_env = std::env::var_os(&self.api_key_env).is_some().then(|| self.api_key_env.clone());
+            let api_key_env = match &self.api_key_env {
+                Some(name) if std::env::var_os(name).is_some() => Some(name.clone()),
+                Some(name) => anyhow::bail!(
+                    "--api-key-env names `{name}`, which is not set in this environment: set it, or leave the \
+                     flag out for a model that needs no key"
+                ),
+                None => std::env::var_os(DEFAULT_KEY_VAR).is_some().then(|| DEFAULT_KEY_VAR.to_owned()),
+            };
             let system_prompt = agents.agents.get(&name).and_then(|a| a.system_prompt.clone());
             let tools = agents.agents.get(&name).map(|a| a.tools.clone()).unwrap_or_default();
             agents.agents.insert(
@@ -436,5 +447,25 @@ impl AgentEventSink for LiveView {
                 self.line(&format!("  ⇠ agent `{agent}` {how}"));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_key_variable_named_but_unset_is_an_error_and_a_set_one_is_kept() {
+        let choice = ModelChoice {
+            agent: None,
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            model: Some("m".into()),
+            api_key_env: Some("TETHER_TEST_NO_SUCH_KEY_VAR".into()),
+        };
+        let refused = choice.resolve(&AgentsConfig::default()).unwrap_err().to_string();
+        assert!(refused.contains("`TETHER_TEST_NO_SUCH_KEY_VAR`, which is not set"), "{refused}");
+        let set = ModelChoice { api_key_env: Some("PATH".into()), ..choice };
+        let (name, agents) = set.resolve(&AgentsConfig::default()).unwrap();
+        assert_eq!(agents.agents[&name].api_key_env.as_deref(), Some("PATH"));
     }
 }

@@ -49,7 +49,8 @@ enum Command {
     Run {
         /// The script.
         file: PathBuf,
-        /// The script's `input`, as JSON (default: the demo's dates).
+        /// The script's `input`, as JSON (default: the demo's dates for the
+        /// demo world's tools, `null` with `--config`).
         #[arg(long)]
         input: Option<String>,
         /// The tools' configuration (see examples/tether.toml).
@@ -295,7 +296,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let code = std::fs::read_to_string(file).with_context(|| format!("cannot read `{}`", file.display()))?;
             let input = match input {
                 Some(json) => serde_json::from_str(json).context("--input is not valid JSON")?,
-                None => DemoWorld::input(),
+                None if config.is_none() => DemoWorld::input(),
+                None => Value::Null,
             };
             let source = Source::load(config.clone(), demo_db())?;
             run_script(&cli.backend, source, code, input, &file.display().to_string()).await

@@ -535,10 +535,10 @@ fn a_failed_command_leaves_no_files_and_a_bare_memory_is_refused() {
         "[[tools]]\nname = \"hi\"\nkind = \"static\"\ndescription = \"Hi.\"\nvalue = 1\n",
     )
     .unwrap();
-    std::fs::write(scratch.path("one.py"), "unwrap(hi())").unwrap();
-    let own = tether(&["--audit-store", "memory:", "run", "one.py", "--config", "own.toml", "--input", "{}"]);
+    std::fs::write(scratch.path("one.py"), "[unwrap(hi()), input]").unwrap();
+    let own = tether(&["--audit-store", "memory:", "run", "one.py", "--config", "own.toml"]);
     assert!(own.status.success(), "{}", String::from_utf8_lossy(&own.stderr));
-    assert_eq!(stdout_json(&own)["value"]["result"], json!(1));
+    assert_eq!(stdout_json(&own)["value"]["result"], json!([1, null]), "a script of your own gets no demo input");
     assert!(left().is_empty(), "made in the temp dir: {:?}", left());
 
     let bare = tether(&["--audit-store", "memory", "audit", "--turn", "t"]);

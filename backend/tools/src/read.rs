@@ -67,9 +67,21 @@ impl At<'_> {
                 let alone: toml::Table = [((*key).clone(), (*value).clone())].into_iter().collect();
                 T::deserialize(toml::Value::Table(alone)).is_err_and(|e| e.message() == message)
             });
-            self.error(key.map_or("", |(k, _)| k.as_str()), message)
+            let error = self.error(key.map_or("", |(k, _)| k.as_str()), message.clone());
+            match key {
+                // A number where a duration's text goes: say how to write it.
+                Some((name, toml::Value::Integer(n))) if message.contains("expected a string") && is_duration(name) => {
+                    error.fix(format!("a duration is text with its unit: write \"{n}s\" (or \"{n}ms\", \"{n}m\")"))
+                }
+                _ => error,
+            }
         })
     }
+}
+
+/// True for the keys that hold a duration (`timeout`, `startup_timeout`, …).
+fn is_duration(key: &str) -> bool {
+    key.ends_with("timeout") || key == "deadline"
 }
 
 /// Refuses keys of `table` that are not in `allowed`, suggesting the

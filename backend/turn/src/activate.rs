@@ -7,6 +7,9 @@ use super::tool::{ToolError, ToolOutput, ToolSpec};
 use serde_json::{Value, json};
 use tether_codes::Code;
 
+/// The name of the meta tool [`activate_tools_tool`] makes.
+pub const ACTIVATE_TOOLS_NAME: &str = "activate_tools";
+
 /// The meta tool that activates deferred tools: `activate_tools(names=[...])`.
 /// Excluded from scripts (it changes the turn's state); read-only (no
 /// external effects, so no ledger rows).
@@ -15,7 +18,7 @@ use tether_codes::Code;
 /// Never in practice (the schema is fixed).
 pub fn activate_tools_tool() -> Result<Tool, TurnError> {
     let spec = ToolSpec::new(
-        "activate_tools",
+        ACTIVATE_TOOLS_NAME,
         "Activate deferred tools (listed by name only) so they can be called, also from scripts.",
         json!({
             "type": "object",

@@ -54,7 +54,7 @@ mod stubs;
 mod summary;
 mod tool;
 
-pub use activate::activate_tools_tool;
+pub use activate::{ACTIVATE_TOOLS_NAME, activate_tools_tool};
 pub use approval::{
     Answer, ApprovalDecision, ApprovalRecord, ApprovalRequest, ApprovalVerdict, Approver, DeferredApprover,
     PolicyApprover,
