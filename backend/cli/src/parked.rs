@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 use tether_backend::agent::{AgentPark, WaitsOn};
 use tether_backend::turn::{
-    Answers, ApprovalDecision, Approver, Code, DeferredApprover, ParkedAnswer, ParkedRun, Reason, Resumed,
+    Answers, ApprovalDecision, Approver, Code, DeferredApprover, ParkedAnswer, ParkedRun, Reason, Resumed, Turn,
     runs_waiting_on, unix_ms,
 };
 
@@ -160,26 +160,67 @@ async fn resume_agent_turn(
     let store = backend.setup.audit.clone();
     let now = unix_ms(SystemTime::now());
     let mut record = store.claim_parked(&record.turn_id, &record.run_id, &claimant, answer.take_over, now).await?;
-    let park = AgentPark::of(&record).map_err(anyhow::Error::msg)?;
+    let answered = match backend.setup.resume(&record.turn_id, record.turn.clone(), &backend.tools, &backend.script) {
+        Ok(turn) => answer_agent_turn(backend, &turn, answer, answers, &mut record, runs, &claimant)
+            .await
+            .map(|result| result.map(|result| (turn, result))),
+        Err(error) => Err(error.into()),
+    };
+    let (turn, result) = match answered {
+        Ok(Some(answered)) => answered,
+        Ok(None) => {
+            // Still waiting: parked again as it is, its answers kept and the claim released.
+            store.park_run(&record).await?;
+            print_waiting(&*store, &record.turn_id, backend.audit_url()).await?;
+            return Ok(json!({"ok": false, "parked": true, "turn_id": record.turn_id}));
+        }
+        Err(error) => {
+            // The claim is released, with what was answered: the same command goes on.
+            if let Err(release) = store.park_run(&record).await {
+                tracing::error!(%release, turn_id = %record.turn_id, "cannot release the agent turn's claim");
+            }
+            return Err(error);
+        }
+    };
+    eprintln!("the model's call has its result; the turn {} goes on", record.turn_id);
+    let outcome = crate::chat::resume_ask(backend, &turn, &record, &result).await?;
+    if outcome.get("parked") != Some(&Value::Bool(true)) {
+        store.unpark(&record.turn_id, &record.run_id, &claimant).await?;
+    }
+    Ok(outcome)
+}
+
+/// The part of [`resume_agent_turn`] before the model goes on: the runs
+/// `runs` and the model's own call answered as `answers` says, each result
+/// stored in `record` (claimed by `claimant`) as it comes; the result of the
+/// call the model waits on, or `None` while it still waits.
+async fn answer_agent_turn(
+    backend: &Backend,
+    turn: &Turn,
+    answer: &Answer,
+    answers: &Answers,
+    record: &mut ParkedRun,
+    runs: &[&ParkedRun],
+    claimant: &str,
+) -> anyhow::Result<Option<Value>> {
+    let store = backend.setup.audit.clone();
+    let now = unix_ms(SystemTime::now());
+    let park = AgentPark::of(record).map_err(anyhow::Error::msg)?;
     let waiting = park.waiting.id.clone();
-    let turn = backend.setup.resume(&record.turn_id, record.turn.clone(), &backend.tools, &backend.script)?;
     let all = store.parked_runs(Some(&record.turn_id)).await?;
     for run in runs.iter().filter(|run| !run.is_model_loop()) {
-        let claimed = store.claim_parked(&run.turn_id, &run.run_id, &claimant, answer.take_over, now).await?;
+        let claimed = store.claim_parked(&run.turn_id, &run.run_id, claimant, answer.take_over, now).await?;
         let started_by = claimed.call.as_ref().map(|call| call.call_id.clone());
         eprintln!("resuming run {} of turn {} on the sidecar at {}", claimed.run_id, claimed.turn_id, backend.address);
-        match backend.script_tool.resume_parked(&turn, claimed, answers, &claimant).await? {
+        match backend.script_tool.resume_parked(turn, claimed, answers, claimant).await? {
             Resumed::Settled(result)
                 if started_by.as_deref() == Some(waiting.as_str())
                     && result.failure().is_none_or(|failure| failure.code != Code::RunParked) =>
             {
                 record.answered.insert(waiting.clone(), ParkedAnswer::Ok(result.to_model_value()));
-                store.update_parked(&record, &claimant).await?;
+                store.update_parked(record, claimant).await?;
             }
-            Resumed::Interrupted(error) => {
-                store.park_run(&record).await?;
-                return Err(interrupted(run, &error));
-            }
+            Resumed::Interrupted(error) => return Err(interrupted(run, &error)),
             _ => {}
         }
     }
@@ -193,7 +234,7 @@ async fn resume_agent_turn(
         let lost =
             json!({"ok": false, "value": null, "error": {"code": reason.code().as_str(), "message": reason.message()}});
         record.answered.insert(waiting.clone(), ParkedAnswer::Ok(lost));
-        store.update_parked(&record, &claimant).await?;
+        store.update_parked(record, claimant).await?;
     }
     let unanswered = record.unanswered().next().cloned();
     if let Some(pending) = unanswered {
@@ -201,21 +242,13 @@ async fn resume_agent_turn(
         if decision.is_some() || turn.approval_left(&pending).is_zero() {
             let result = turn.answer_pending(&pending, decision).await;
             record.answered.insert(pending.request.call_id.clone(), ParkedAnswer::Ok(result.to_model_value()));
-            store.update_parked(&record, &claimant).await?;
+            store.update_parked(record, claimant).await?;
         }
     }
-    let Some(ParkedAnswer::Ok(result)) = record.answered.get(&waiting).cloned() else {
-        // Still waiting: parked again as it is, its answers kept and the claim released.
-        store.park_run(&record).await?;
-        print_waiting(&*store, &record.turn_id, backend.audit_url()).await?;
-        return Ok(json!({"ok": false, "parked": true, "turn_id": record.turn_id}));
-    };
-    eprintln!("the model's call {waiting} has its result; the turn {} goes on", record.turn_id);
-    let outcome = crate::chat::resume_ask(backend, &turn, &record, &result).await?;
-    if outcome.get("parked") != Some(&Value::Bool(true)) {
-        store.unpark(&record.turn_id, &record.run_id, &claimant).await?;
-    }
-    Ok(outcome)
+    Ok(match record.answered.get(&waiting) {
+        Some(ParkedAnswer::Ok(result)) => Some(result.clone()),
+        _ => None,
+    })
 }
 
 /// `tether expire`: every parked run of `turn` (of every turn without one)
