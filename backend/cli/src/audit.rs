@@ -30,8 +30,13 @@ impl Filter {
         self.keeps_run(&entry.call)
     }
 
+    /// The run's whole id (`<turn>/run-1`), or its short one (`run-1`).
     fn keeps_run(&self, call: &CallIdentity) -> bool {
-        self.run.as_ref().is_none_or(|run| call.script_run_id.as_ref() == Some(run))
+        self.run.as_ref().is_none_or(|run| {
+            call.script_run_id
+                .as_deref()
+                .is_some_and(|id| id == run || id.strip_suffix(run.as_str()).is_some_and(|turn| turn.ends_with('/')))
+        })
     }
 
     fn is_empty(&self) -> bool {
@@ -180,7 +185,9 @@ pub fn to_json(turn_id: &str, records: &TurnRecords, filter: &Filter) -> Value {
             "tool": call.tool,
             "origin": call.origin,
             "depth": call.depth,
-            "args": call.args,
+            // A value, as recorded (a cut is recorded as JSON too); text only
+            // if a row from elsewhere holds something else.
+            "args": serde_json::from_str::<Value>(&call.args).unwrap_or_else(|_| Value::String(call.args.clone())),
             "args_truncated": call.args_truncated,
         })
     };

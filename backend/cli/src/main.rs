@@ -100,7 +100,7 @@ enum Command {
         /// The turn (`chat`, `ask`, `run` and `demo` print it).
         #[arg(long)]
         turn: String,
-        /// Only the calls of this script run.
+        /// Only the calls of this script run (its whole id, or the short `run-1`).
         #[arg(long)]
         run: Option<String>,
         /// Only the calls that ended with this code (e.g. `approval_denied`).
