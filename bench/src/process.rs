@@ -102,7 +102,7 @@ impl SidecarProcess {
 
     /// Like [`connect`](Self::connect), to `url` (this sidecar's TCP or Unix address).
     pub(crate) async fn connect_to(&self, url: &str) -> anyhow::Result<SidecarClient> {
-        let client = SidecarClient::connect(url).await.with_context(|| format!("cannot reach the sidecar at {url}"))?;
+        let client = SidecarClient::connect(url).await?;
         client.wait_ready(Duration::from_secs(300)).await?;
         Ok(client)
     }

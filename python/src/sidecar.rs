@@ -75,12 +75,9 @@ pub(crate) enum WhereError {
     )]
     KeyForAddress(String),
     /// The sidecar at the address could not be reached.
-    #[error(
-        "cannot reach the sidecar at `{address}`: {error}; start one (`tether-sidecar --socket PATH`) or use sidecar=\"embedded\""
-    )]
+    /// (The client's error names the address.)
+    #[error("{error}; start one (`tether-sidecar --socket PATH`) or use sidecar=\"embedded\"")]
     Connect {
-        /// The address given.
-        address: String,
         /// Why.
         error: ClientError,
     },
@@ -182,5 +179,5 @@ pub(crate) async fn connect(
         _ => return Err(WhereError::Address(address.to_owned())),
     };
     let options = ConnectOptions { auth: ClientAuth { token, tls: None }, ..ConnectOptions::default() };
-    SidecarClient::connect_with(&address, &options).await.map_err(|error| WhereError::Connect { address, error })
+    SidecarClient::connect_with(&address, &options).await.map_err(|error| WhereError::Connect { error })
 }

@@ -544,6 +544,12 @@ fn a_failed_command_leaves_no_files_and_a_bare_memory_is_refused() {
     assert_eq!(stdout_json(&own)["value"]["result"], json!([1, null]), "a script of your own gets no demo input");
     assert!(left().is_empty(), "made in the temp dir: {:?}", left());
 
+    // A sidecar that cannot be reached: its address, each cause once.
+    let away = tether(&["--audit-store", "memory:", "--sidecar", "http://127.0.0.1:1", "run", "one.py"]);
+    let said = String::from_utf8_lossy(&away.stderr).into_owned();
+    assert!(!away.status.success() && said.contains("cannot reach the sidecar at `http://127.0.0.1:1`: "), "{said}");
+    assert_eq!(said.matches("tcp connect error").count(), 1, "{said}");
+
     let bare = tether(&["--audit-store", "memory", "audit", "--turn", "t"]);
     let said = String::from_utf8_lossy(&bare.stderr).into_owned();
     assert!(!bare.status.success() && said.contains("did you mean `memory:`?"), "{said}");

@@ -206,6 +206,7 @@ impl SidecarClient {
             })
             .transpose()?;
         let invalid = |reason: String| ClientError::Address { address: address.to_owned(), reason };
+        let unreachable = |cause: tonic::transport::Error| ClientError::Connect { address: address.to_owned(), cause };
         let configure = |endpoint: Endpoint| {
             endpoint
                 .http2_keep_alive_interval(keepalive.interval)
@@ -220,7 +221,8 @@ impl SidecarClient {
                     let connected = connect_abstract(&name);
                     async move { Ok::<_, std::io::Error>(TokioIo::new(connected?)) }
                 }))
-                .await?
+                .await
+                .map_err(unreachable)?
         } else if let Some(path) = address.strip_prefix("unix:") {
             let path = PathBuf::from(path);
             configure(Endpoint::from_static("http://tether.sidecar"))
@@ -228,7 +230,8 @@ impl SidecarClient {
                     let path = path.clone();
                     async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?)) }
                 }))
-                .await?
+                .await
+                .map_err(unreachable)?
         } else {
             let mut endpoint =
                 configure(Endpoint::from_shared(address.to_owned()).map_err(|e| invalid(e.to_string()))?);
@@ -242,9 +245,9 @@ impl SidecarClient {
                 if let Some(domain) = &tls.domain {
                     config = config.domain_name(domain.clone());
                 }
-                endpoint = endpoint.tls_config(config)?;
+                endpoint = endpoint.tls_config(config).map_err(unreachable)?;
             }
-            endpoint.connect().await?
+            endpoint.connect().await.map_err(unreachable)?
         };
         Ok(SidecarClient { authorization, ..SidecarClient::from_channel(channel) })
     }

@@ -16,9 +16,16 @@ pub enum ClientError {
     /// valid header value, TLS over a plain `http://` address).
     #[error("cannot use the sidecar credentials: {0}")]
     Credentials(String),
-    /// The connection to the sidecar failed.
-    #[error("cannot reach the sidecar: {0}")]
-    Connect(#[from] tonic::transport::Error),
+    /// The connection to the sidecar failed. The message is the whole
+    /// cause on one line (tonic's errors nest their causes; each is said once).
+    #[error("cannot reach the sidecar at `{address}`: {}", causes(cause))]
+    Connect {
+        /// The address dialled.
+        address: String,
+        /// Why: said in the message, so not also a `source` (a chain
+        /// printer would say it twice).
+        cause: tonic::transport::Error,
+    },
     /// The sidecar refused the run or the stream failed.
     #[error("the sidecar failed the run: {} ({:?})", .0.message(), .0.code())]
     Status(#[from] tonic::Status),
@@ -45,4 +52,18 @@ pub enum ClientError {
         /// What the transport said, e.g. the stream's status.
         reason: String,
     },
+}
+
+/// `error` and its causes, each said once, joined with `: `.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut said: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if said.last() != Some(&text) {
+            said.push(text);
+        }
+        next = cause.source();
+    }
+    said.join(": ")
 }
