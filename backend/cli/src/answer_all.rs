@@ -22,11 +22,6 @@ impl AnswerAll {
     pub fn allow_all() -> Self {
         AnswerAll::new(ApprovalDecision::approve("allow-all"))
     }
-
-    /// The requests answered so far.
-    pub fn answered(&self) -> u32 {
-        self.answered.load(Ordering::Relaxed)
-    }
 }
 
 #[async_trait::async_trait]

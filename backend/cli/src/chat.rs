@@ -293,7 +293,7 @@ pub async fn ask(backend: &Backend, agent: String, agents: AgentsConfig, questio
         if !agent_tools.is_empty() {
             anyhow::bail!(
                 "`--approval later` parks the model's own calls and its scripts', but agent `{agent}` also has \
-                 agent tools ({}), whose nested turns cannot park yet: use `--approval ask` or `policy`, or \
+                 agent tools ({}), whose nested turns cannot park yet: use `--approval ask` or `allow-all`, or \
                  disable them (`enabled = false`)",
                 agent_tools.join(", ")
             );

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 use tether_backend::agent::{AgentPark, WaitsOn};
 use tether_backend::turn::{
-    Answers, ApprovalDecision, Approver, Code, DeferredApprover, ParkedAnswer, ParkedRun, Reason, Resumed, Turn,
-    runs_waiting_on, unix_ms,
+    Answers, ApprovalDecision, Approver, Code, DeferredApprover, Failure, ParkedAnswer, ParkedRun, Reason, Resumed,
+    Step, Turn, runs_waiting_on, unix_ms,
 };
 
 /// What `tether approve`, `deny` or `expire` says of the calls it answers.
@@ -231,8 +231,7 @@ async fn answer_agent_turn(
         // The run ended in a process that stopped before its result reached
         // this record: what it did is in the audit log, and it is not run again.
         let reason = Reason::PossiblyExecuted { tool: park.waiting.name.clone(), call_id: waiting.clone() };
-        let lost =
-            json!({"ok": false, "value": null, "error": {"code": reason.code().as_str(), "message": reason.message()}});
+        let lost = Failure::new(&reason, Step::Execution).to_model_value();
         record.answered.insert(waiting.clone(), ParkedAnswer::Ok(lost));
         store.update_parked(record, claimant).await?;
     }

@@ -121,6 +121,13 @@ impl Failure {
         }
     }
 
+    /// The failure as the model reads it (the shape of
+    /// [`CallResult::to_model_value`]): `{"ok": false, "value": null,
+    /// "error": {"code": …, "message": …}}`.
+    pub fn to_model_value(&self) -> Value {
+        json!({"ok": false, "value": null, "error": {"code": self.code.as_str(), "message": self.message}})
+    }
+
     /// The display name of [`Failure::code`].
     pub fn display_name(&self) -> &'static str {
         self.code.display_name()
@@ -236,10 +243,7 @@ impl CallResult {
             CallOutcome::ToolError { code, message } => {
                 json!({"ok": false, "value": null, "error": {"code": code, "message": message}})
             }
-            CallOutcome::Failed(failure) => json!({
-                "ok": false, "value": null,
-                "error": {"code": failure.code.as_str(), "message": failure.message}
-            }),
+            CallOutcome::Failed(failure) => failure.to_model_value(),
         }
     }
 }

@@ -47,7 +47,8 @@ pub struct ParkedRun {
     /// The calls of `awaiting` that wait for a person.
     pub pending: Vec<PendingCall>,
     /// Answers to calls of `awaiting`, as they are decided and run: a call
-    /// answered here is never run again.
+    /// answered here is never run again. In a model loop's record, each is
+    /// `Ok` with the value the model reads (a failure value included).
     pub answered: HashMap<String, ParkedAnswer>,
     /// Calls of the run refused so far (the run's refusal cap counts on).
     pub refused: u32,
