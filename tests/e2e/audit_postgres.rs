@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use tether_backend::turn::{
     AuditStore, CallStatus, Code, LedgerState, PolicyApprover, PostgresAuditStore, open_audit_store,
 };
@@ -23,26 +22,14 @@ struct Schema {
 
 impl Schema {
     async fn new() -> Schema {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let base = std::env::var("TETHER_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-            panic!(
-                "TETHER_TEST_POSTGRES_URL is not set: run the tests via `./x test`, which starts PostgreSQL \
-                 (or run `eval \"$(tools/services/postgres.sh start)\"` first)"
-            )
-        });
-        let name = format!("e2e_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let base = tether_tests::postgres::server_url();
+        let name = tether_tests::postgres::unique_schema("e2e");
         let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
             .await
             .unwrap_or_else(|e| panic!("cannot reach the test server at `{base}`: {e}"));
         tokio::spawn(connection);
-        client
-            .batch_execute(&format!(
-                "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}; SET search_path TO {name}"
-            ))
-            .await
-            .unwrap();
-        let separator = if base.contains('?') { '&' } else { '?' };
-        Schema { url: format!("{base}{separator}options=-csearch_path%3D{name}"), client }
+        client.batch_execute(&tether_tests::postgres::fresh_schema_sql(&name)).await.unwrap();
+        Schema { url: tether_tests::postgres::schema_url(&base, &name), client }
     }
 
     /// `(call id, state)` of every ledger row of `turn`, as committed.

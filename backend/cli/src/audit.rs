@@ -3,13 +3,16 @@
 //! calls under its `run_script` call, an agent tool's nested turn under the
 //! agent call — and can be filtered by script run or failure code.
 
+use crate::waiting::ago;
 use anyhow::Context;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
 use tether_backend::agent::{AGENT_TOOL_PREFIX, nested_turn_id};
-use tether_backend::turn::{AuditRecord, AuditStore, AuditStoreUrl, CallIdentity, LedgerEntry, SCRIPT_TOOL_NAME};
+use tether_backend::turn::{
+    AuditRecord, AuditStore, AuditStoreUrl, CallIdentity, LedgerEntry, SCRIPT_TOOL_NAME, StoreError,
+};
 
 /// Which rows to show.
 #[derive(Debug, Clone, Default)]
@@ -227,38 +230,111 @@ pub fn to_json(turn_id: &str, records: &TurnRecords, filter: &Filter) -> Value {
     json!({"turn_id": turn_id, "audit": audit, "ledger": ledger})
 }
 
-/// `tether audit`: turn `turn_id`'s records in the audit store at `url`
-/// that `filter` keeps, as [`render`]'s text or (with `json`) as
-/// [`to_json`]'s JSON, pretty-printed on lines of its own.
+/// Which turn `tether audit` shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Which {
+    /// This one (`--turn ID`).
+    Turn(String),
+    /// The one opened last in the store (`--last`).
+    Last,
+}
+
+impl Which {
+    /// `--turn ID`, else `--last`.
+    pub fn from_args(turn: Option<String>) -> Which {
+        turn.map_or(Which::Last, Which::Turn)
+    }
+
+    /// The turn's id, and when it was opened if the store lists it.
+    async fn resolve(&self, store: &dyn AuditStore, url: &AuditStoreUrl) -> anyhow::Result<(String, Option<i64>)> {
+        let (wanted, limit) = match self {
+            Which::Turn(id) => (Some(id.as_str()), 1),
+            Which::Last => (None, 1),
+        };
+        let listed = match store.turns(wanted, limit).await {
+            Ok(listed) => listed,
+            Err(StoreError::Unsupported(_)) if wanted.is_some() => Vec::new(),
+            Err(error) => return Err(error.into()),
+        };
+        match (self, listed.first()) {
+            (_, Some(turn)) => Ok((turn.turn_id.clone(), Some(turn.opened_at_ms))),
+            (Which::Turn(id), None) => Ok((id.clone(), None)),
+            (Which::Last, None) => {
+                anyhow::bail!("no turn has been opened in {url}; pass the audit store your turns use (--audit-store)")
+            }
+        }
+    }
+}
+
+/// `tether audit`: the records of the turn `which` names in the audit store
+/// at `url` that `filter` keeps, as [`render`]'s text or (with `json`) as
+/// [`to_json`]'s JSON, pretty-printed on lines of its own. A turn the store
+/// opened that made no call is shown with no calls.
 ///
 /// # Errors
-/// If the store cannot be opened or read, or holds no rows for the turn
-/// (saying to pass the store the turn was run with).
-pub async fn show(url: &AuditStoreUrl, turn_id: &str, filter: &Filter, json: bool) -> anyhow::Result<String> {
+/// If the store cannot be opened or read, or knows nothing of the turn
+/// (saying to pass the store the turn was run with, and how to list them).
+pub async fn show(url: &AuditStoreUrl, which: &Which, filter: &Filter, json: bool) -> anyhow::Result<String> {
     let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
-    let records = read(&store, turn_id).await?;
-    if records.audit.is_empty() && records.ledger.is_empty() {
+    let (turn_id, opened_at_ms) = which.resolve(&*store, url).await?;
+    let records = read(&store, &turn_id).await?;
+    if records.audit.is_empty() && records.ledger.is_empty() && opened_at_ms.is_none() {
         anyhow::bail!(
-            "no rows for turn `{turn_id}` in {url}; pass the audit store the turn was run with (--audit-store)"
+            "no turn `{turn_id}` in {url}; pass the audit store the turn was run with (--audit-store), or list \
+             its turns with `tether audit --list`"
         );
     }
     Ok(if json {
-        format!("{}\n", serde_json::to_string_pretty(&to_json(turn_id, &records, filter))?)
+        let mut shown = to_json(&turn_id, &records, filter);
+        shown["opened_at_ms"] = json!(opened_at_ms);
+        format!("{}\n", serde_json::to_string_pretty(&shown)?)
     } else {
-        render(turn_id, &records, filter)
+        render(&turn_id, &records, filter)
     })
 }
 
-/// The code of script call `call_id` of turn `turn_id` (a `run_script` call
+/// `tether audit --list`: the turns of the audit store at `url`, newest
+/// first, at most `limit`, each with when it was opened and its calls — a
+/// line each, or (with `json`) a list.
+///
+/// # Errors
+/// If the store cannot be opened or read, or keeps no list of turns.
+pub async fn list(url: &AuditStoreUrl, limit: usize, json: bool) -> anyhow::Result<String> {
+    let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
+    let turns = store.turns(None, limit).await?;
+    if json {
+        let listed: Vec<Value> = turns
+            .iter()
+            .map(
+                |t| json!({"turn_id": t.turn_id, "opened_at_ms": t.opened_at_ms, "calls": t.calls, "not_ok": t.not_ok}),
+            )
+            .collect();
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&listed)?));
+    }
+    if turns.is_empty() {
+        return Ok(format!("no turn has been opened in {url}\n"));
+    }
+    let mut out = String::new();
+    for turn in &turns {
+        let not_ok = if turn.not_ok > 0 { format!(" ({} not ok)", turn.not_ok) } else { String::new() };
+        let calls = if turn.calls == 1 { "call" } else { "calls" };
+        let _ = writeln!(out, "{}  opened {}  {} {calls}{not_ok}", turn.turn_id, ago(turn.opened_at_ms), turn.calls);
+    }
+    let _ = writeln!(out, "show one with: tether audit --audit-store '{url}' --turn ID   (or --last)");
+    Ok(out)
+}
+
+/// The code of script call `call_id` of the turn `which` names (a `run_script` call
 /// of it or of a turn nested in it), as the model wrote it: `tether audit
 /// --script CALL`.
 ///
 /// # Errors
 /// If the store cannot be read, or the turn has no such script call (the
 /// message lists the ones it has).
-pub async fn script(url: &AuditStoreUrl, turn_id: &str, call_id: &str) -> anyhow::Result<String> {
+pub async fn script(url: &AuditStoreUrl, which: &Which, call_id: &str) -> anyhow::Result<String> {
     let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
-    let records = read(&store, turn_id).await?;
+    let (turn_id, _) = which.resolve(&*store, url).await?;
+    let records = read(&store, &turn_id).await?;
     let scripts: Vec<&AuditRecord> = records.audit.iter().filter(|row| row.call.tool == SCRIPT_TOOL_NAME).collect();
     let Some(row) = scripts.iter().find(|row| row.call.call_id == call_id) else {
         let ids: Vec<String> = scripts.iter().map(|row| format!("`{}`", row.call.call_id)).collect();

@@ -96,10 +96,20 @@ enum Command {
     },
     /// Show a turn's audit rows and ledger from the audit store, nested calls
     /// indented under their parent.
+    #[command(group(clap::ArgGroup::new("which_turn").required(true).args(["turn", "last", "list"])))]
     Audit {
         /// The turn (`chat`, `ask`, `run` and `demo` print it).
         #[arg(long)]
-        turn: String,
+        turn: Option<String>,
+        /// The turn opened last in the audit store.
+        #[arg(long)]
+        last: bool,
+        /// List the turns of the audit store, newest first, with their calls.
+        #[arg(long, conflicts_with_all = ["run", "code", "script"])]
+        list: bool,
+        /// How many turns `--list` shows.
+        #[arg(long, default_value_t = 20, requires = "list")]
+        limit: usize,
         /// Only the calls of this script run (its whole id, or the short `run-1`).
         #[arg(long)]
         run: Option<String>,
@@ -234,13 +244,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", listing::stubs(source, agent.clone()).await?);
             Ok(())
         }
-        Command::Audit { turn, script: Some(call), .. } => {
-            print!("{}", audit::script(&audit_store_url(&cli.backend)?, turn, call).await?);
+        Command::Audit { list: true, limit, json, .. } => {
+            print!("{}", audit::list(&audit_store_url(&cli.backend)?, *limit, *json).await?);
             Ok(())
         }
-        Command::Audit { turn, run, code, json, script: None } => {
+        Command::Audit { turn, script: Some(call), .. } => {
+            let which = audit::Which::from_args(turn.clone());
+            print!("{}", audit::script(&audit_store_url(&cli.backend)?, &which, call).await?);
+            Ok(())
+        }
+        Command::Audit { turn, run, code, json, script: None, .. } => {
             let filter = audit::Filter { run: run.clone(), code: code.clone() };
-            print!("{}", audit::show(&audit_store_url(&cli.backend)?, turn, &filter, *json).await?);
+            let which = audit::Which::from_args(turn.clone());
+            print!("{}", audit::show(&audit_store_url(&cli.backend)?, &which, &filter, *json).await?);
             Ok(())
         }
         Command::Pending { turn, json } => {

@@ -53,7 +53,8 @@ pub fn describe(run: &ParkedRun) -> String {
     text
 }
 
-fn ago(ms: i64) -> String {
+/// How long ago Unix time `ms` was, for a person: `12 s ago`, `3 min ago`, `1.5 h ago`.
+pub(crate) fn ago(ms: i64) -> String {
     let seconds = unix_ms(SystemTime::now()).saturating_sub(ms).max(0) / 1000;
     match seconds {
         0..60 => format!("{seconds} s ago"),

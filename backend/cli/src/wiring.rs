@@ -109,10 +109,11 @@ impl Source {
     /// # Errors
     /// If the demo database cannot be created or the config cannot be read.
     pub fn load(config: Option<PathBuf>, demo_db: Option<PathBuf>) -> anyhow::Result<Source> {
-        // A config of the user's own that never reads `${TETHER_DEMO_DB}`
+        // A config of the user's own that never reads `${TETHER_DEMO_DB}` (or
+        // `${TETHER_DEMO_DB:-…}`)
         // gets no demo database (unless `--demo-db` asks for one).
         let reads_demo_db = |path: &PathBuf| {
-            std::fs::read_to_string(path).map_or(true, |text| text.contains(&format!("${{{}}}", demo_db::DB_VAR)))
+            std::fs::read_to_string(path).map_or(true, |text| text.contains(&format!("${{{}", demo_db::DB_VAR)))
         };
         let needed = demo_db.is_some() || config.as_ref().is_none_or(reads_demo_db);
         let (db, created) = match std::env::var_os(demo_db::DB_VAR) {

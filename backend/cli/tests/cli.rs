@@ -17,11 +17,18 @@ mod parked;
 
 struct Scratch {
     dir: tempfile::TempDir,
+    /// The audit store, when it is not the scratch's SQLite file.
+    store: Option<String>,
 }
 
 impl Scratch {
     fn new() -> Scratch {
-        Scratch { dir: tempfile::tempdir().unwrap() }
+        Scratch { dir: tempfile::tempdir().unwrap(), store: None }
+    }
+
+    /// A scratch whose audit store is the one at `url`.
+    fn with_store(url: String) -> Scratch {
+        Scratch { store: Some(url), ..Scratch::new() }
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -29,7 +36,7 @@ impl Scratch {
     }
 
     fn store(&self) -> String {
-        format!("sqlite:{}", self.path("audit.db").display())
+        self.store.clone().unwrap_or_else(|| format!("sqlite:{}", self.path("audit.db").display()))
     }
 
     /// `tether ARGS` with this scratch's audit store and demo database.
@@ -146,7 +153,7 @@ async fn ask_runs_the_model_s_script_and_agent_calls_through_the_turn_and_audit_
 
     let missing = scratch.tether(&["audit", "--turn", "no-such-turn"]);
     assert!(!missing.status.success());
-    assert!(String::from_utf8_lossy(&missing.stderr).contains("no rows for turn `no-such-turn`"));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no turn `no-such-turn`"));
 }
 
 #[test]
@@ -554,4 +561,44 @@ fn a_failed_command_leaves_no_files_and_a_bare_memory_is_refused() {
     let said = String::from_utf8_lossy(&bare.stderr).into_owned();
     assert!(!bare.status.success() && said.contains("did you mean `memory:`?"), "{said}");
     assert!(!scratch.path("memory").exists(), "no file named `memory` is made");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_lists_turns_shows_the_last_and_a_turn_with_no_calls_has_its_row() {
+    let scratch = Scratch::new();
+    let script = scratch.path("one.py");
+    std::fs::write(&script, "1 + 1\n").unwrap();
+    let ran = scratch.tether(&["run", script.to_str().unwrap()]);
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    // A turn whose model answers at once makes no call.
+    let model = FakeModel::start(vec![Reply::Text("Nothing to do.".into())]).await;
+    let asked =
+        tokio::task::block_in_place(|| scratch.tether(&["ask", "hi", "--base-url", &model.base_url, "--model", "m"]));
+    assert!(asked.status.success(), "{}", String::from_utf8_lossy(&asked.stderr));
+    let quiet = stdout_json(&asked)["turn_id"].as_str().unwrap().to_owned();
+
+    let listed = scratch.tether(&["audit", "--list", "--json"]);
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let turns = stdout_json(&listed);
+    let turns = turns.as_array().unwrap();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    assert_eq!((&turns[0]["turn_id"], &turns[0]["calls"]), (&json!(quiet), &json!(0)), "newest first: {turns:?}");
+    assert_eq!(turns[1]["calls"], json!(1), "the run's one run_script call: {turns:?}");
+    let text = String::from_utf8(scratch.tether(&["audit", "--list", "--limit", "1"]).stdout).unwrap();
+    assert!(text.starts_with(&format!("{quiet}  opened ")) && text.contains("0 calls"), "{text}");
+    assert!(!text.contains(turns[1]["turn_id"].as_str().unwrap()), "--limit 1: {text}");
+
+    // The hint `ask` printed leads to the turn, though it made no call.
+    let last = scratch.tether(&["audit", "--last"]);
+    assert!(last.status.success(), "{}", String::from_utf8_lossy(&last.stderr));
+    assert_eq!(String::from_utf8(last.stdout).unwrap(), format!("turn {quiet}: 0 calls\n"));
+    let by_id = scratch.tether(&["audit", "--turn", &quiet, "--json"]);
+    assert!(by_id.status.success(), "{}", String::from_utf8_lossy(&by_id.stderr));
+    assert_eq!(stdout_json(&by_id)["audit"], json!([]));
+
+    let unknown = scratch.tether(&["audit", "--turn", "nope"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("tether audit --list"), "{unknown:?}");
+    let neither = scratch.tether(&["audit"]);
+    assert!(!neither.status.success(), "one of --turn, --last, --list is needed");
 }

@@ -28,7 +28,8 @@
 //! What is checked ([`BEHAVIOURS`]): ledger rows start once and settle,
 //! following each tool's replay rule, and survive reopening; audit rows come
 //! back with every field; reads see every write enqueued before them; a turn
-//! id is claimed once, also across stores; two stores on one database never
+//! id is claimed once, also across stores, and opened turns are listed
+//! newest first with their rows counted; two stores on one database never
 //! both start one call id or both claim one turn id. Parked runs are listed
 //! oldest first, parked again with their claim released, claimed by one
 //! claimant at a time (unless taken over), updated and unparked only by
@@ -64,7 +65,7 @@ pub trait StoreFixture: Send + Sync + 'static {
 pub type Behaviour = (&'static str, fn(&dyn StoreFixture) -> futures::future::BoxFuture<'_, ()>);
 
 /// Every behaviour [`check`] runs, by name.
-pub const BEHAVIOURS: [Behaviour; 12] = [
+pub const BEHAVIOURS: [Behaviour; 13] = [
     ("ledger rows follow the replay rule and survive reopening", |f| {
         ledger_rows_follow_the_replay_rule_and_survive_reopening(f).boxed()
     }),
@@ -72,6 +73,9 @@ pub const BEHAVIOURS: [Behaviour; 12] = [
     ("reads see every write enqueued before them", |f| reads_see_every_write_enqueued_before_them(f).boxed()),
     ("a turn id is claimed once, also after reopening", |f| {
         async move { claim_rules(&*f.open().await, &*f.open().await).await }.boxed()
+    }),
+    ("opened turns are listed newest first with their calls, after reopening", |f| {
+        opened_turns_are_listed_newest_first_with_their_calls(f).boxed()
     }),
     ("two stores on one database never both start a call id", |f| two_stores_never_both_start_a_call_id(f).boxed()),
     ("two stores on one database never both claim a turn id", |f| two_stores_never_both_claim_a_turn_id(f).boxed()),
@@ -152,6 +156,26 @@ pub fn record(call_id: &str) -> AuditRecord {
         finished_at_ms: 11,
         duration_us: 1000,
     }
+}
+
+/// `turns`: newest first, with each turn's rows counted; by id; bounded.
+pub async fn opened_turns_are_listed_newest_first_with_their_calls(fixture: &dyn StoreFixture) {
+    let store = fixture.open().await;
+    for (turn, opened_at_ms) in [("t1", 10), ("t0", 20), ("t2", 5)] {
+        store.claim_turn(turn, opened_at_ms).await.unwrap();
+    }
+    let ok = AuditRecord { status: CallStatus::Ok, ..record("c/1") };
+    for row in [ok, record("c/2")] {
+        store.enqueue(StoreWrite::Audit(row)).await.unwrap().await.unwrap();
+    }
+    let reopened = fixture.open().await;
+    let all = reopened.turns(None, 10).await.unwrap();
+    let shown: Vec<(&str, i64, u64, u64)> =
+        all.iter().map(|t| (t.turn_id.as_str(), t.opened_at_ms, t.calls, t.not_ok)).collect();
+    assert_eq!(shown, [("t0", 20, 0, 0), ("t1", 10, 2, 1), ("t2", 5, 0, 0)]);
+    assert_eq!(reopened.turns(None, 2).await.unwrap(), all[..2]);
+    assert_eq!(reopened.turns(Some("t1"), 10).await.unwrap(), all[1..2]);
+    assert_eq!(reopened.turns(Some("nope"), 10).await.unwrap(), []);
 }
 
 /// The write that starts call `call_id` (never replayed).

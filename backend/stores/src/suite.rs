@@ -79,6 +79,7 @@ macro_rules! store_suite {
             two_stores_on_one_database_never_both_start_a_call_id,
             a_turn_id_is_claimed_once_and_a_held_id_is_refused_after_reopening,
             two_stores_on_one_database_never_both_claim_a_turn_id,
+            opened_turns_are_listed_newest_first_with_their_calls_after_reopening,
             parked_runs_are_listed_by_turn_and_all_oldest_first_after_reopening,
             parking_a_run_again_replaces_its_record_and_releases_its_claim,
             a_parked_run_is_claimed_once_unless_taken_over,
@@ -275,6 +276,12 @@ pub(super) async fn a_turn_id_is_claimed_once_and_a_held_id_is_refused_after_reo
 /// at once: each id is claimed exactly once; the other gets `TurnTaken`.
 pub(super) async fn two_stores_on_one_database_never_both_claim_a_turn_id<H: Harness>(h: H) {
     conformance::two_stores_never_both_claim_a_turn_id(&fixture(h).0).await;
+}
+
+pub(super) async fn opened_turns_are_listed_newest_first_with_their_calls_after_reopening<H: Harness>(h: H) {
+    let (fixture, h) = fixture(h);
+    conformance::opened_turns_are_listed_newest_first_with_their_calls(&fixture).await;
+    assert_eq!(h.committed(Table::Audit).await, 2);
 }
 
 pub(super) async fn parked_runs_are_listed_by_turn_and_all_oldest_first_after_reopening<H: Harness>(h: H) {

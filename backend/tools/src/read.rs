@@ -37,7 +37,7 @@ impl At<'_> {
     /// `text` with `${NAME}` expanded.
     pub fn expand(&self, sub: &str, text: &str) -> Result<String, ConfigError> {
         self.vars.expand(text).map_err(|problem| {
-            self.error(sub, problem).fix("set it in the backend's environment, or write the value itself")
+            self.error(sub, problem).fix("set it in the backend's environment, give it a default (`${NAME:-default}`), or write the value itself")
         })
     }
 
@@ -91,16 +91,21 @@ pub fn check_keys(at: &At<'_>, table: &toml::Table, allowed: &[&str]) -> Result<
         if allowed.contains(&key.as_str()) {
             continue;
         }
-        let closest = allowed
-            .iter()
-            .map(|a| (strsim::jaro_winkler(key, a), *a))
-            .filter(|(score, _)| *score > 0.8)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, a)| format!("did you mean `{a}`? "))
-            .unwrap_or_default();
+        let closest = did_you_mean(key, allowed.iter().copied());
         return Err(at.error(key, "unknown key").fix(format!("{closest}the keys here are: {}", allowed.join(", "))));
     }
     Ok(())
+}
+
+/// "did you mean `x`? " for the one of `candidates` closest to `word`, if
+/// one is close; else nothing.
+pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> String {
+    candidates
+        .map(|c| (strsim::jaro_winkler(word, c), c))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| format!("did you mean `{c}`? "))
+        .unwrap_or_default()
 }
 
 /// The entries of `table` whose keys are in `keys`: one entry's keys split

@@ -1,4 +1,4 @@
-//! `${NAME}` in a configuration's strings: a value from the backend's
+//! `${NAME}` (and `${NAME:-default}`) in a configuration's strings: a value from the backend's
 //! environment (or one the host sets, such as the demo's database path), read
 //! when the file is loaded — never from a script, so a secret in a header
 //! stays in the backend.
@@ -32,11 +32,14 @@ impl Vars {
         self.own.get(name).cloned().or_else(|| std::env::var(name).ok())
     }
 
-    /// `text` with every `${NAME}` replaced and `$$` made `$`.
+    /// `text` with every `${NAME}` replaced, every `${NAME:-default}` by
+    /// the variable or, when it is unset or empty, `default` (as a shell
+    /// does), and `$$` made `$`.
     ///
     /// # Errors
     /// The message a [`ConfigError`](super::ConfigError) shows: the variable
-    /// that is not set, or a `${` without its `}`.
+    /// that is not set, a `${` without its `}`, or a form other than these
+    /// two (`${NAME:?}`, `${NAME-x}` …), named as refused.
     pub fn expand(&self, text: &str) -> Result<String, String> {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
@@ -50,11 +53,7 @@ impl Vars {
                 let Some(end) = tail.find('}') else {
                     return Err(format!("`${{` without a closing `}}` in `{text}` (write `$$` for a literal `$`)"));
                 };
-                let name = &tail[..end];
-                match self.get(name) {
-                    Some(value) => out.push_str(&value),
-                    None => return Err(format!("the environment variable `{name}` is not set")),
-                }
+                out.push_str(&self.value_of(&tail[..end])?);
                 rest = &tail[end + 1..];
             } else {
                 out.push('$');
@@ -63,6 +62,30 @@ impl Vars {
         }
         out.push_str(rest);
         Ok(out)
+    }
+}
+
+impl Vars {
+    /// What `${inside}` stands for.
+    fn value_of(&self, inside: &str) -> Result<String, String> {
+        let (name, default) = match inside.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inside, None),
+        };
+        let is_name = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !is_name {
+            return Err(format!(
+                "`${{{inside}}}` is not a variable this file can read: write `${{NAME}}` or `${{NAME:-default}}` \
+                 (other shell forms are not supported), or `$$` for a literal `$`"
+            ));
+        }
+        match (self.get(name), default) {
+            (Some(value), Some(default)) if value.is_empty() => Ok(default.to_owned()),
+            (Some(value), _) => Ok(value),
+            (None, Some(default)) => Ok(default.to_owned()),
+            (None, None) => Err(format!("the environment variable `{name}` is not set")),
+        }
     }
 }
 
@@ -110,6 +133,23 @@ mod tests {
         let missing = vars.expand("Bearer ${TETHER_SURELY_UNSET_VAR}").unwrap_err();
         assert!(missing.contains("`TETHER_SURELY_UNSET_VAR` is not set"), "{missing}");
         assert!(vars.expand("${OPEN").unwrap_err().contains("closing"));
+    }
+
+    #[test]
+    fn a_default_stands_in_for_an_unset_or_empty_variable_and_other_forms_are_refused() {
+        let vars = Vars::from_env().set("TETHER_TEST_SET", "x").set("TETHER_TEST_EMPTY", "");
+        assert_eq!(vars.expand("${TETHER_TEST_SET:-d}").unwrap(), "x");
+        assert_eq!(vars.expand("${TETHER_TEST_EMPTY:-d}").unwrap(), "d");
+        assert_eq!(
+            vars.expand("${TETHER_SURELY_UNSET_VAR:-http://localhost:8080/v1}/x").unwrap(),
+            "http://localhost:8080/v1/x"
+        );
+        assert_eq!(vars.expand("${TETHER_SURELY_UNSET_VAR:-}").unwrap(), "");
+        assert_eq!(vars.expand("${TETHER_TEST_EMPTY}").unwrap(), "", "no default: empty is a value");
+        for refused in ["${TETHER_TEST_SET:?no}", "${TETHER_TEST_SET-d}", "${TETHER_TEST_SET:+d}", "${1A}", "${}"] {
+            let error = vars.expand(refused).unwrap_err();
+            assert!(error.contains("other shell forms are not supported"), "{refused}: {error}");
+        }
     }
 
     #[test]

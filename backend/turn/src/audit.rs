@@ -101,9 +101,11 @@ pub struct AuditRecord {
     pub decided_by: Option<String>,
     /// The approver's reason for its answer, if it gave one.
     pub approval_reason: Option<String>,
-    /// The failure's full text for the operator — e.g. the exception a tool
-    /// raised, with its message — never shown to the model; `None` when
-    /// there is none (see [`ToolError::detail`](super::ToolError::detail)).
+    /// What went wrong, for the operator: a tool error's full text — e.g.
+    /// the exception a tool raised, with its message, never shown to the
+    /// model ([`ToolError::detail`](super::ToolError::detail)) — or, when the
+    /// tool gave none, the message the model got (an HTTP error's status
+    /// and body). `None` for a call that did not fail in its tool.
     pub detail: Option<String>,
     /// How the call ended.
     pub status: CallStatus,

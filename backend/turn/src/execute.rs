@@ -455,10 +455,15 @@ impl Turn {
                         "the tool could not be run to the end: {}",
                         failure.message
                     );
-                    *detail = error.detail;
+                    // The row keeps what went wrong: the full text, else
+                    // the message the model got.
+                    *detail = Some(error.detail.unwrap_or_else(|| failure.message.clone()));
                     Err(failure)
                 }
-                None => Ok(Err(error)),
+                None => {
+                    *detail = Some(error.detail.clone().unwrap_or_else(|| error.message.clone()));
+                    Ok(Err(error))
+                }
             },
             Ok(output) => Ok(Ok(output)),
         }

@@ -77,6 +77,19 @@ impl CallGuard {
         }
     }
 
+    /// Dates the call from `started_at_ms` (Unix ms), when it first arrived
+    /// — in a process that parked it, for a call resumed here — so that its
+    /// row's start and duration span the whole call, its wait included, as a
+    /// call that never parked has them.
+    pub(crate) fn began_at(&mut self, started_at_ms: i64) {
+        let Ok(ms) = u64::try_from(started_at_ms) else { return };
+        let began = SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+        let ago = SystemTime::now().duration_since(began).unwrap_or_default();
+        if let Some(started) = Instant::now().checked_sub(ago) {
+            (self.started_wall, self.started) = (began, started);
+        }
+    }
+
     /// The call's identity as its audit and ledger rows record it.
     pub(crate) fn identity(&self) -> &CallIdentity {
         &self.identity

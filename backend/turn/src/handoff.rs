@@ -83,6 +83,7 @@ impl Turn {
         let guard_span = span.clone();
         async move {
             let mut guard = CallGuard::start(self.clone(), &request, &origin, guard_span);
+            guard.began_at(pending.since_ms);
             guard.step = Step::Approval;
             let outcome = self.answered(pending, decision, &request, &origin, &mut guard).await;
             guard.finish(outcome).await
@@ -147,6 +148,7 @@ impl Turn {
         let guard_span = span.clone();
         async move {
             let mut guard = CallGuard::start(self.clone(), &request, &origin, guard_span);
+            guard.began_at(call.started_at_ms);
             guard.step = Step::Execution;
             // A process that resumed the run before may have ended just after writing it.
             guard.audit_once = true;
@@ -327,5 +329,28 @@ mod tests {
         let rows = store.audit_log("t1").await.unwrap();
         let verdicts: Vec<_> = rows.iter().map(|row| row.approval.map(|a| a.as_str())).collect();
         assert_eq!(verdicts, [Some("timed_out"), Some("denied")]);
+        // Each row dates from when its call arrived, not from its answer.
+        assert_eq!(rows[0].started_at_ms, late.since_ms);
+        let waited_us = (turn.limits().approval_timeout.as_millis() + 1000) * 1000;
+        assert!(u128::try_from(rows[0].duration_us).unwrap() >= waited_us, "{:?}", rows[0]);
+    }
+
+    #[tokio::test]
+    async fn a_resumed_script_calls_row_dates_from_when_the_call_arrived() {
+        let store = Arc::new(MemoryAuditStore::new());
+        let turn = builder(store.clone(), Arc::new(AtomicU32::new(0))).build().unwrap();
+        let arrived = crate::unix_ms(std::time::SystemTime::now()) - 3_600_000;
+        let owed = crate::OwedCall {
+            call_id: "c".into(),
+            tool: "run_script".into(),
+            args: json!({"code": "1"}),
+            origin: CallOrigin::Model,
+            started_at_ms: arrived,
+        };
+        let settled = turn.settle_resumed(&owed, async { Ok(ToolOutput::new(json!(1))) }).await;
+        assert_eq!(settled.outcome, CallOutcome::Ok(json!(1)));
+        let rows = store.audit_log("t1").await.unwrap();
+        assert_eq!((rows.len(), rows[0].started_at_ms), (1, arrived), "{rows:?}");
+        assert!(rows[0].duration_us >= 3_600_000_000, "the hour it was parked counts: {:?}", rows[0]);
     }
 }

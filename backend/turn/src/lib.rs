@@ -82,7 +82,7 @@ pub use precheck::PreExecutionCheck;
 pub use registry::{ListedTool, Lookup, Tool, ToolRegistry};
 pub use state::{Turn, ended_reason};
 pub use step::Step;
-pub use store::{AuditStore, Commit, StartVerdict, StoreStats, StoreWrite, start_verdict};
+pub use store::{AuditStore, Commit, StartVerdict, StoreStats, StoreWrite, TurnListing, start_verdict};
 pub use stubs::python_stubs;
 pub use summary::{MAX_NESTED_ENTRIES, NESTED_ARGS_BYTES, NESTED_ERROR_BYTES, NestedSummary, Slot as NestedSlot};
 pub use tether_codes::{Code, Reason};

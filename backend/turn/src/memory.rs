@@ -2,10 +2,11 @@
 //! that need no durable record.
 
 use super::audit::{AuditRecord, LedgerEntry, LedgerState};
+use super::call::CallStatus;
 use super::error::StoreError;
 use super::parked::ParkedRun;
-use super::store::{AuditStore, Commit, StartVerdict, StoreWrite, start_verdict};
-use std::collections::{BTreeMap, HashSet};
+use super::store::{AuditStore, Commit, StartVerdict, StoreWrite, TurnListing, start_verdict};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 /// An [`AuditStore`] in memory. Nothing survives the process. Every write is
@@ -13,7 +14,8 @@ use std::sync::Mutex;
 /// queue is never full.
 #[derive(Debug, Default)]
 pub struct MemoryAuditStore {
-    turns: Mutex<HashSet<String>>,
+    /// Opened turns: when each was opened.
+    turns: Mutex<HashMap<String, i64>>,
     audit: Mutex<Vec<AuditRecord>>,
     ledger: Mutex<Vec<LedgerEntry>>,
     /// Parked runs by `(turn_id, run_id)`.
@@ -65,7 +67,7 @@ impl MemoryAuditStore {
 
     fn apply(&self, write: StoreWrite) -> Result<(), StoreError> {
         match write {
-            StoreWrite::OpenTurn { turn_id, .. } => {
+            StoreWrite::OpenTurn { turn_id, opened_at_ms } => {
                 let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
                 // Rows of a turn built without a claim hold the id too.
                 let has_rows = || {
@@ -77,10 +79,10 @@ impl MemoryAuditStore {
                             .iter()
                             .any(|e| e.call.turn_id == turn_id)
                 };
-                if turns.contains(&turn_id) || has_rows() {
+                if turns.contains_key(&turn_id) || has_rows() {
                     return Err(StoreError::TurnTaken { turn_id });
                 }
-                turns.insert(turn_id);
+                turns.insert(turn_id, opened_at_ms);
             }
             StoreWrite::Audit(record) => {
                 self.audit.lock().unwrap_or_else(|p| p.into_inner()).push(record);
@@ -135,6 +137,27 @@ impl AuditStore for MemoryAuditStore {
     async fn ledger(&self, turn_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
         let ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
         Ok(ledger.iter().filter(|e| e.call.turn_id == turn_id).cloned().collect())
+    }
+
+    async fn turns(&self, turn_id: Option<&str>, limit: usize) -> Result<Vec<TurnListing>, StoreError> {
+        let turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        let audit = self.audit.lock().unwrap_or_else(|p| p.into_inner());
+        let mut listed: Vec<TurnListing> = turns
+            .iter()
+            .filter(|(id, _)| turn_id.is_none_or(|wanted| wanted == id.as_str()))
+            .map(|(id, opened_at_ms)| {
+                let rows = || audit.iter().filter(|r| &r.call.turn_id == id);
+                TurnListing {
+                    turn_id: id.clone(),
+                    opened_at_ms: *opened_at_ms,
+                    calls: rows().count() as u64,
+                    not_ok: rows().filter(|r| r.status != CallStatus::Ok).count() as u64,
+                }
+            })
+            .collect();
+        listed.sort_by(|a, b| b.opened_at_ms.cmp(&a.opened_at_ms).then_with(|| a.turn_id.cmp(&b.turn_id)));
+        listed.truncate(limit);
+        Ok(listed)
     }
 
     async fn park_run(&self, run: &ParkedRun) -> Result<(), StoreError> {

@@ -144,6 +144,19 @@ pub trait AuditStore: Send + Sync + 'static {
         self.enqueue(StoreWrite::OpenTurn { turn_id: turn_id.to_owned(), opened_at_ms }).await?.await
     }
 
+    /// The turns opened in this store ([`claim_turn`](Self::claim_turn)),
+    /// newest first, at most `limit` of them — only `turn_id`'s with `Some`
+    /// — each with the number of its audit rows and of those not `ok`. A
+    /// turn built without a claim (a nested agent turn) is not listed.
+    ///
+    /// # Errors
+    /// If they could not be read; [`StoreError::Unsupported`] for a store
+    /// that keeps no list of turns (the default).
+    async fn turns(&self, turn_id: Option<&str>, limit: usize) -> Result<Vec<TurnListing>, StoreError> {
+        let _ = (turn_id, limit);
+        Err(StoreError::Unsupported("turns"))
+    }
+
     /// Keeps `run` parked: inserts it, or replaces the record of the same
     /// `(turn_id, run_id)` (a run that parks again), releasing any claim on
     /// it. Resolves once the record is DURABLE: only then may the process
@@ -211,6 +224,19 @@ pub trait AuditStore: Send + Sync + 'static {
     fn stats(&self) -> Option<StoreStats> {
         None
     }
+}
+
+/// A turn as [`AuditStore::turns`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnListing {
+    /// The turn's id.
+    pub turn_id: String,
+    /// When it was opened, Unix milliseconds.
+    pub opened_at_ms: i64,
+    /// Its audit rows (its own calls; a nested turn's are its own).
+    pub calls: u64,
+    /// Of those, the ones whose status is not `ok`.
+    pub not_ok: u64,
 }
 
 /// What a store that commits in groups has committed since it was created.

@@ -124,6 +124,13 @@ url = "http://{closed}/x"
         ("tool_failed".into(), "`missing` reported a failure: HTTP 404 Not Found: no such thing".into())
     );
     assert_eq!(missing.status(), CallStatus::Error);
+    let rows = world.turn.audit_log().await.unwrap();
+    let row = rows.iter().find(|row| row.call.call_id == "m").unwrap();
+    assert_eq!(
+        (row.code.as_deref(), row.detail.as_deref()),
+        (Some("tool_failed"), Some("`missing` reported a failure: HTTP 404 Not Found: no such thing")),
+        "the audit keeps the status and body with the code"
+    );
 
     let big = world.model("b", "big", json!({})).await;
     let (code, message) = error(&big);

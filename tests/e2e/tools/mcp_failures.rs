@@ -179,3 +179,20 @@ async fn a_tool_override_for_a_tool_the_server_does_not_list_is_a_config_error()
     );
     assert!(error.contains("echo"), "{error}");
 }
+
+#[tokio::test]
+async fn an_include_entry_that_names_no_tool_is_a_config_error_and_a_pattern_matching_none_is_not() {
+    let text = format!("[mcp.test]\ncommand = [{TEST_SERVER:?}]\ninclude = [\"echo\", \"ech\"]\n");
+    let (_dir, typo) = config(&text, &Vars::from_env());
+    let error = ToolSet::start(&typo.tools).await.unwrap_err().to_string();
+    assert!(
+        error.contains("`mcp.test.include[1]`: the MCP server `test` lists no tool `ech`; did you mean `echo`?"),
+        "{error}"
+    );
+    assert!(error.contains("its tools are: ") && error.contains("echo"), "{error}");
+
+    let text = format!("[mcp.test]\ncommand = [{TEST_SERVER:?}]\ninclude = [\"echo\", \"nothing_*\"]\n");
+    let (_dir, pattern) = config(&text, &Vars::from_env());
+    let tools = ToolSet::start(&pattern.tools).await.unwrap();
+    assert_eq!(tools.tools().iter().map(|t| t.name()).collect::<Vec<_>>(), ["echo"]);
+}

@@ -170,17 +170,71 @@ fn a_resume_killed_during_the_tool_is_taken_over_and_the_effect_is_not_repeated(
     assert_eq!(wires[0]["code"], json!("possibly_executed"));
 }
 
+#[test]
+fn a_process_killed_just_after_the_approval_leaves_the_call_waiting_and_its_effect_runs_once() {
+    use tether_tests::postgres::{fresh_schema_sql, schema_url, server_url, unique_schema};
+    let base = server_url();
+    let schema = unique_schema("cli");
+    let mut db = postgres::Client::connect(&base, postgres::NoTls).unwrap();
+    db.batch_execute(&fresh_schema_sql(&schema)).unwrap();
+    let scratch = Scratch::with_store(schema_url(&base, &schema));
+    let effects = scratch.path("effects.log");
+    let config = scratch.path("tether.toml");
+    std::fs::write(&config, effect_tool(&effects, "wire", "echo '{\\\"id\\\": 7}'", true)).unwrap();
+    let script = scratch.path("wire.py");
+    std::fs::write(&script, "w = wire(amount=1)\n[w['ok'], w.get('value')]\n").unwrap();
+    let config = config.display().to_string();
+    let parked = scratch.durable(&["run", script.to_str().unwrap(), "--config", &config, "--approval", "later"]);
+    assert_eq!(code(&stdout_json(&parked)), Some("run_parked"), "{}", stderr(&parked));
+    let (turn, call, ..) = only_pending(&scratch);
+
+    // The call's ledger row inserted by a transaction held open: the
+    // approving process decides, then waits on that row to record that the
+    // call starts — the point just after the approval.
+    let mut holder = postgres::Client::connect(&scratch.store(), postgres::NoTls).unwrap();
+    let mut held = holder.transaction().unwrap();
+    held.execute(
+        "INSERT INTO tether_ledger (turn_id, call_id, tool, origin, depth, args, args_truncated, \
+         approval_required, state, started_at_ms) VALUES ($1, $2, 'wire', 'script', 1, '{}', false, true, 'started', 0)",
+        &[&turn, &call],
+    )
+    .unwrap();
+    let mut approving = spawn_durable(&scratch, &["approve", "--turn", &turn, "--all", "--as", "dana"]);
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let waiting_to_start = "SELECT count(*) FROM pg_stat_activity \
+        WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO tether_ledger%'";
+    while db.query_one(waiting_to_start, &[]).unwrap().get::<_, i64>(0) == 0 {
+        assert!(Instant::now() < give_up, "the approving process never reached the ledger");
+        if approving.try_wait().unwrap().is_some() {
+            panic!("the approving process ended: {}", stderr(&approving.wait_with_output().unwrap()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    approving.kill().unwrap();
+    approving.wait().unwrap();
+    held.rollback().unwrap();
+    assert!(std::fs::read_to_string(&effects).unwrap_or_default().is_empty(), "the tool never started");
+
+    // The answer died with its process: the call still waits, claimed.
+    let (same_turn, same_call, ..) = only_pending(&scratch);
+    assert_eq!((&same_turn, &same_call), (&turn, &call));
+    let refused = scratch.durable(&["approve", "--turn", &turn, "--all"]);
+    assert!(stderr(&refused).contains("--take-over"), "{}", stderr(&refused));
+
+    let taken = scratch.durable(&["approve", "--turn", &turn, "--all", "--take-over", "--as", "erin"]);
+    assert!(taken.status.success(), "{}", stderr(&taken));
+    assert_eq!(stdout_json(&taken)["value"]["result"], json!([true, {"id": 7}]));
+    assert_eq!(std::fs::read_to_string(&effects).unwrap(), "wire\n", "the approved effect ran, once");
+    assert!(scratch.pending().is_empty());
+    let rows = one_row_per_call(&scratch, &turn);
+    let wire = rows.iter().find(|row| row["call_id"] == json!(call)).unwrap();
+    assert_eq!((&wire["approval"], &wire["decided_by"]), (&json!("approved"), &json!("erin")), "{wire}");
+}
+
 /// A config of three tools that record their effect in `effects`: `wire`
 /// (needs approval), `note`, and `slow` (takes long enough to be killed in).
 fn three_effects(scratch: &Scratch, effects: &std::path::Path) -> std::path::PathBuf {
-    let tool = |name: &str, body: &str, approval: bool| {
-        format!(
-            "[[tools]]\nname = \"{name}\"\nkind = \"command\"\ndescription = \"Records `{name}`.\"\n\
-             command = [\"sh\", \"-c\", \"echo {name} >> '{}'; {body}\"]\n\
-             timeout = \"60s\"\nrequires_approval = {approval}\ninput_schema = {{ type = \"object\" }}\n",
-            effects.display()
-        )
-    };
+    let tool = |name: &str, body: &str, approval: bool| effect_tool(effects, name, body, approval);
     let config = scratch.path("tether.toml");
     let text = [
         tool("wire", "echo '{\\\"id\\\": 7}'", true),
@@ -190,6 +244,16 @@ fn three_effects(scratch: &Scratch, effects: &std::path::Path) -> std::path::Pat
     .concat();
     std::fs::write(&config, text).unwrap();
     config
+}
+
+/// A command tool `name` that appends its name to `effects`, then runs `body`.
+fn effect_tool(effects: &std::path::Path, name: &str, body: &str, approval: bool) -> String {
+    format!(
+        "[[tools]]\nname = \"{name}\"\nkind = \"command\"\ndescription = \"Records `{name}`.\"\n\
+         command = [\"sh\", \"-c\", \"echo {name} >> '{}'; {body}\"]\n\
+         timeout = \"60s\"\nrequires_approval = {approval}\ninput_schema = {{ type = \"object\" }}\n",
+        effects.display()
+    )
 }
 
 /// The script over [`three_effects`]: what each call gave it.

@@ -32,7 +32,7 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use tether_turn::StoreError;
 use tether_turn::{AuditRecord, LedgerEntry, ParkedRun};
-use tether_turn::{AuditStore, Commit, StoreStats, StoreWrite};
+use tether_turn::{AuditStore, Commit, StoreStats, StoreWrite, TurnListing};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 use writer::{Counters, Op, Writer};
@@ -98,6 +98,16 @@ pub(crate) trait Database: Send + 'static {
     /// # Errors
     /// If they could not be read.
     fn parked_rows(connection: &mut Self::Connection, turn_id: Option<&str>) -> Result<Vec<ParkedRow>, StoreError>;
+
+    /// The opened turns as [`AuditStore::turns`] lists them.
+    ///
+    /// # Errors
+    /// If they could not be read.
+    fn turn_rows(
+        connection: &mut Self::Connection,
+        turn_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TurnListing>, StoreError>;
 
     /// Sets the claim on `(turn_id, run_id)` to `claimant` since `now_ms`,
     /// in one statement, if nobody holds it or `take_over`: the record, or
@@ -324,6 +334,11 @@ impl<D: Database> AuditStore for GroupCommitStore<D> {
         self.read(move |c| D::put_parked(c, &row)).await
     }
 
+    async fn turns(&self, turn_id: Option<&str>, limit: usize) -> Result<Vec<TurnListing>, StoreError> {
+        let turn_id = turn_id.map(str::to_owned);
+        self.read(move |c| D::turn_rows(c, turn_id.as_deref(), limit)).await
+    }
+
     async fn parked_runs(&self, turn_id: Option<&str>) -> Result<Vec<ParkedRun>, StoreError> {
         let turn_id = turn_id.map(str::to_owned);
         let rows = self.read(move |c| D::parked_rows(c, turn_id.as_deref())).await?;
@@ -418,6 +433,14 @@ macro_rules! delegate_audit_store {
                 turn_id: &str,
             ) -> Result<Vec<::tether_turn::LedgerEntry>, ::tether_turn::StoreError> {
                 self.$field.ledger(turn_id).await
+            }
+
+            async fn turns(
+                &self,
+                turn_id: Option<&str>,
+                limit: usize,
+            ) -> Result<Vec<::tether_turn::TurnListing>, ::tether_turn::StoreError> {
+                self.$field.turns(turn_id, limit).await
             }
 
             async fn park_run(&self, run: &::tether_turn::ParkedRun) -> Result<(), ::tether_turn::StoreError> {

@@ -33,7 +33,7 @@ use postgres::{Client, NoTls};
 use std::time::Duration;
 use tether_turn::StoreError;
 use tether_turn::{AuditRecord, LedgerEntry};
-use tether_turn::{StoreStats, StoreWrite};
+use tether_turn::{StoreStats, StoreWrite, TurnListing};
 
 /// How long opening a connection may take when the URL sets no
 /// `connect_timeout`: 10 seconds.
@@ -208,6 +208,11 @@ impl Database for Postgres {
 
     fn put_parked(session: &mut Session, row: &ParkedRow) -> Result<(), StoreError> {
         let result = session.statements.put_parked(&mut session.client, row);
+        session.note(result)
+    }
+
+    fn turn_rows(session: &mut Session, turn_id: Option<&str>, limit: usize) -> Result<Vec<TurnListing>, StoreError> {
+        let result = session.statements.turn_rows(&mut session.client, turn_id, limit).map_err(crate::db);
         session.note(result)
     }
 

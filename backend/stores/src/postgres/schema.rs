@@ -9,6 +9,7 @@ use tether_turn::ApprovalVerdict;
 use tether_turn::CallStatus;
 use tether_turn::Step;
 use tether_turn::StoreError;
+use tether_turn::TurnListing;
 use tether_turn::{AuditRecord, CallIdentity, IDENTITY_COLUMNS, LedgerEntry, LedgerState, identity_columns};
 
 use crate::group_commit::parked::{Holder, ParkedRow};
@@ -142,6 +143,12 @@ const LOCK_TURNS: &str = "SELECT count(pg_advisory_xact_lock(key)) FROM (
 /// group fails: 10 seconds. Groups hold rows for milliseconds; a longer wait
 /// means a writer is stuck, and a `started` then fails (its tool does not
 /// run) rather than waiting without end.
+/// The opened turns, newest first, with their audit rows and those not `ok`.
+const SELECT_TURNS: &str = "SELECT t.turn_id, t.opened_at_ms,
+            (SELECT count(*) FROM tether_audit a WHERE a.turn_id = t.turn_id),
+            (SELECT count(*) FROM tether_audit a WHERE a.turn_id = t.turn_id AND a.status <> 'ok')
+     FROM tether_turns t WHERE $1::text IS NULL OR t.turn_id = $1 ORDER BY t.opened_at_ms DESC, t.turn_id LIMIT $2";
+
 const SESSION: &str = "SET lock_timeout = '10s'";
 
 const INSERT_AUDIT: &str = concat!(
@@ -224,6 +231,7 @@ pub(super) struct Statements {
     settle: Statement,
     select_audit: Statement,
     select_ledger: Statement,
+    select_turns: Statement,
     put_parked: Statement,
     select_parked: Statement,
     select_parked_of_turn: Statement,
@@ -262,6 +270,7 @@ pub(super) fn prepare(client: &mut Client, describe: &str) -> Result<Statements,
         settle: client.prepare(SETTLE).map_err(crate::db)?,
         select_audit: client.prepare(SELECT_AUDIT).map_err(crate::db)?,
         select_ledger: client.prepare(SELECT_LEDGER).map_err(crate::db)?,
+        select_turns: client.prepare(SELECT_TURNS).map_err(crate::db)?,
         put_parked: client.prepare(PUT_PARKED).map_err(crate::db)?,
         select_parked: client.prepare(SELECT_PARKED).map_err(crate::db)?,
         select_parked_of_turn: client.prepare(SELECT_PARKED_OF_TURN).map_err(crate::db)?,
@@ -506,6 +515,28 @@ impl Statements {
     }
 
     /// The parked runs of `turn_id` (all with `None`), oldest first.
+    /// The opened turns (only `turn_id` with `Some`), newest first, at most `limit`.
+    pub(super) fn turn_rows(
+        &self,
+        c: &mut impl GenericClient,
+        turn_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TurnListing>, postgres::Error> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = c.query(&self.select_turns, &[&turn_id, &limit])?;
+        let count = |row: &Row, i| row.try_get::<_, i64>(i).map(|n| u64::try_from(n).unwrap_or(0));
+        rows.iter()
+            .map(|row| {
+                Ok(TurnListing {
+                    turn_id: row.try_get(0)?,
+                    opened_at_ms: row.try_get(1)?,
+                    calls: count(row, 2)?,
+                    not_ok: count(row, 3)?,
+                })
+            })
+            .collect()
+    }
+
     pub(super) fn parked_rows(
         &self,
         c: &mut impl GenericClient,

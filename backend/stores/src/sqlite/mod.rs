@@ -19,7 +19,7 @@ use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use tether_turn::StoreError;
 use tether_turn::{AuditRecord, LedgerEntry};
-use tether_turn::{StoreStats, StoreWrite};
+use tether_turn::{StoreStats, StoreWrite, TurnListing};
 
 /// An audit log, effect ledger and parked runs in one SQLite file, created (with its
 /// tables, or with the columns an older file lacks) on first use. Several
@@ -135,6 +135,14 @@ impl Database for Sqlite {
 
     fn put_parked(connection: &mut Connection, row: &ParkedRow) -> Result<(), StoreError> {
         schema::put_parked(connection, row).map_err(crate::db)
+    }
+
+    fn turn_rows(
+        connection: &mut Connection,
+        turn_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TurnListing>, StoreError> {
+        schema::turn_rows(connection, turn_id, limit).map_err(crate::db)
     }
 
     fn parked_rows(connection: &mut Connection, turn_id: Option<&str>) -> Result<Vec<ParkedRow>, StoreError> {

@@ -10,6 +10,7 @@ use tether_turn::ApprovalVerdict;
 use tether_turn::CallStatus;
 use tether_turn::Step;
 use tether_turn::StoreError;
+use tether_turn::TurnListing;
 use tether_turn::{AuditRecord, CallIdentity, IDENTITY_COLUMNS, LedgerEntry, LedgerState, identity_columns};
 
 use crate::group_commit::parked::{Holder, ParkedRow};
@@ -129,6 +130,11 @@ const PUT_PARKED: &str = "INSERT INTO parked_runs (turn_id, run_id, parked_at_ms
      VALUES (?1, ?2, ?3, NULL, NULL, ?4)
      ON CONFLICT (turn_id, run_id) DO UPDATE
      SET parked_at_ms = excluded.parked_at_ms, claimant = NULL, claimed_at_ms = NULL, record = excluded.record";
+/// The opened turns, newest first, with their audit rows and those not `ok`.
+const SELECT_TURNS: &str = "SELECT t.turn_id, t.opened_at_ms,
+            (SELECT count(*) FROM audit a WHERE a.turn_id = t.turn_id),
+            (SELECT count(*) FROM audit a WHERE a.turn_id = t.turn_id AND a.status <> 'ok')
+     FROM turns t WHERE ?1 IS NULL OR t.turn_id = ?1 ORDER BY t.opened_at_ms DESC, t.turn_id LIMIT ?2";
 const SELECT_PARKED: &str =
     "SELECT turn_id, run_id, parked_at_ms, record FROM parked_runs ORDER BY parked_at_ms, turn_id, run_id";
 const SELECT_PARKED_OF_TURN: &str = "SELECT turn_id, run_id, parked_at_ms, record FROM parked_runs
@@ -338,6 +344,16 @@ pub(super) fn ledger_rows(c: &Connection, turn_id: &str) -> rusqlite::Result<Vec
 pub(super) fn put_parked(c: &Connection, row: &ParkedRow) -> rusqlite::Result<()> {
     c.prepare_cached(PUT_PARKED)?.execute(params![row.turn_id, row.run_id, row.parked_at_ms, row.record])?;
     Ok(())
+}
+
+/// The opened turns (only `turn_id` with `Some`), newest first, at most `limit`.
+pub(super) fn turn_rows(c: &Connection, turn_id: Option<&str>, limit: usize) -> rusqlite::Result<Vec<TurnListing>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let listing = |row: &Row<'_>| {
+        let count = |i| row.get::<_, i64>(i).map(|n| u64::try_from(n).unwrap_or(0));
+        Ok(TurnListing { turn_id: row.get(0)?, opened_at_ms: row.get(1)?, calls: count(2)?, not_ok: count(3)? })
+    };
+    c.prepare_cached(SELECT_TURNS)?.query_map(params![turn_id, limit], listing)?.collect()
 }
 
 /// The parked runs of `turn_id` (all with `None`), oldest first.

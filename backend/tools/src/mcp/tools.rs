@@ -56,6 +56,21 @@ pub(crate) fn server_tools(
                 .fix(format!("its tools are: {}", names.join(", "))));
         }
     }
+    let names = || listed.iter().map(|t| t.name.as_ref());
+    for (index, entry) in config.include.iter().flatten().enumerate() {
+        let matches = names().any(|name| tether_turn::glob_match(entry, name));
+        if matches {
+            continue;
+        }
+        if entry.contains(['*', '?']) {
+            tracing::warn!(server = %config.name, pattern = %entry, "an `include` pattern matches none of the server's tools");
+            continue;
+        }
+        let closest = crate::read::did_you_mean(entry, names());
+        return Err(at
+            .error(&format!("include[{index}]"), format!("{} lists no tool `{entry}`", config.describe()))
+            .fix(format!("{closest}its tools are: {}", names().collect::<Vec<_>>().join(", "))));
+    }
     let mut tools = Vec::new();
     for tool in listed.into_iter().filter(|t| config.includes(&t.name)) {
         let over = config.tools.get(tool.name.as_ref()).cloned().unwrap_or_default();
