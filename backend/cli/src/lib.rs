@@ -9,6 +9,8 @@
 //!   user names, the chat's read loop and the live view
 //! - [`listing`]: `tether tools` and `tether stubs` — the tools with their
 //!   metadata, and the typed Python API a script sees
+//! - [`init`]: `tether init` — a starter `tether.toml`, or one converted from
+//!   an MCP client's servers
 //! - [`audit`]: `tether audit` — a turn's audit rows and ledger read back, as
 //!   the tree of calls
 //! - [`demo`]: the demo world's data (and its tools in memory, for tests)
@@ -28,6 +30,7 @@ pub mod chat;
 pub mod demo;
 pub mod demo_db;
 pub mod embedded;
+pub mod init;
 pub mod interrupt;
 pub mod listing;
 pub mod parked;

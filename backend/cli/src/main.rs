@@ -93,6 +93,31 @@ enum Command {
         /// The tools' configuration (default: the demo world's).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Exit with status 1 when an MCP server is not running (for CI).
+        #[arg(long)]
+        check: bool,
+    },
+    /// Write a commented starter tether.toml — or, with --from, one with the
+    /// MCP servers of an MCP client's config.
+    ///
+    /// Examples: `tether init`; `tether init --from .mcp.json` (Claude Code),
+    /// `--from .cursor/mcp.json` (Cursor), `--from .vscode/mcp.json` (VS Code),
+    /// `--from ~/.config/Claude/claude_desktop_config.json` (Claude Desktop).
+    Init {
+        /// An MCP client's config whose `mcpServers` (or `servers`) to convert.
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+        /// Where to write it.
+        #[arg(long, default_value = "tether.toml")]
+        path: PathBuf,
+        /// Replace a file already there.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print a shell completion script: `tether completions bash > /etc/bash_completion.d/tether`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
     /// Show a turn's audit rows and ledger from the audit store, nested calls
     /// indented under their parent.
@@ -228,19 +253,62 @@ async fn main() -> std::process::ExitCode {
     })
 }
 
+/// The config a command reads: `--config`, else `TETHER_CONFIG`, else
+/// `./tether.toml`; without any, the demo world's, which is said on stderr.
+fn config_file(flag: &Option<PathBuf>) -> Option<PathBuf> {
+    let found = tether_cli::wiring::find_config(flag.clone());
+    if found.is_none() {
+        eprintln!(
+            "no --config, TETHER_CONFIG or ./tether.toml: the demo world's tools (`tether init` writes a tether.toml)"
+        );
+    }
+    found
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let demo_db = || cli.backend.demo_db.clone();
     match &cli.command {
-        Command::Tools { config } => {
-            let source = Source::load(config.clone(), demo_db())?;
+        Command::Tools { config, check } => {
+            let source = Source::load(config_file(config), demo_db())?;
             let tools = ToolSet::start(&source.config.tools).await?;
-            print!("{}", listing::render(&source.config.path, &tools, &tools.servers().await));
+            let servers = tools.servers().await;
+            print!("{}", listing::render(&source.config.path, &tools, &servers));
             print!("{}", listing::render_agents(&source.config.agents));
             tools.shutdown().await;
-            source.finish(false)
+            source.finish(false)?;
+            let down: Vec<String> = servers
+                .iter()
+                .filter_map(|server| server.error.as_ref().map(|error| format!("`{}`: {error}", server.name)))
+                .collect();
+            if *check && !down.is_empty() {
+                anyhow::bail!("{} of {} MCP servers not running: {}", down.len(), servers.len(), down.join("; "));
+            }
+            Ok(())
+        }
+        Command::Init { from, path, force } => {
+            let text = match from {
+                None => tether_cli::init::STARTER.to_owned(),
+                Some(source) => {
+                    let json = std::fs::read_to_string(source)
+                        .with_context(|| format!("cannot read `{}`", source.display()))?;
+                    let converted = tether_cli::init::from_mcp_json(&json, source)?;
+                    for note in &converted.notes {
+                        eprintln!("note: {note}");
+                    }
+                    converted.text
+                }
+            };
+            tether_cli::init::write(path, &text, *force)?;
+            eprintln!("wrote {}; `tether tools --config {}` lists what it gives", path.display(), path.display());
+            Ok(())
+        }
+        Command::Completions { shell } => {
+            use clap::CommandFactory as _;
+            clap_complete::generate(*shell, &mut Cli::command(), "tether", &mut std::io::stdout());
+            Ok(())
         }
         Command::Stubs { config, agent } => {
-            let source = Source::load(config.clone(), demo_db())?;
+            let source = Source::load(config_file(config), demo_db())?;
             print!("{}", listing::stubs(source, agent.clone()).await?);
             Ok(())
         }
@@ -283,7 +351,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             )
         }
         Command::Chat { config, model } => {
-            let source = Source::load(config.clone(), demo_db())?;
+            let source = Source::load(config_file(config), demo_db())?;
             let (agent, agents) = model.resolve(&source.config.agents)?;
             let backend = Backend::start(&cli.backend, source, Approval::Ask).await?;
             let outcome = chat::chat_loop(&backend, agent, agents).await;
@@ -291,7 +359,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             outcome
         }
         Command::Ask { question, config, model } => {
-            let source = Source::load(config.clone(), demo_db())?;
+            let source = Source::load(config_file(config), demo_db())?;
             let (agent, agents) = model.resolve(&source.config.agents)?;
             let default = Approval::headless_default(&source);
             let backend = Backend::start(&cli.backend, source, default).await?;
@@ -315,7 +383,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 None if config.is_none() => DemoWorld::input(),
                 None => Value::Null,
             };
-            let source = Source::load(config.clone(), demo_db())?;
+            let source = Source::load(config_file(config), demo_db())?;
             run_script(&cli.backend, source, code, input, &file.display().to_string()).await
         }
     }

@@ -490,6 +490,18 @@ pub fn turn_id(kind: &str) -> String {
     format!("{kind}-{}", uuid::Uuid::now_v7())
 }
 
+/// The environment variable naming the config file a command reads when
+/// `--config` is not given.
+pub const CONFIG_VAR: &str = "TETHER_CONFIG";
+
+/// The config file a command reads: `flag` (`--config`), else the file
+/// `TETHER_CONFIG` names, else `./tether.toml` if there is one; `None`: the
+/// demo world's tools.
+pub fn find_config(flag: Option<PathBuf>) -> Option<PathBuf> {
+    flag.or_else(|| std::env::var_os(CONFIG_VAR).filter(|v| !v.is_empty()).map(PathBuf::from))
+        .or_else(|| Some(PathBuf::from("tether.toml")).filter(|here| here.is_file()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -602,3 +602,82 @@ async fn audit_lists_turns_shows_the_last_and_a_turn_with_no_calls_has_its_row()
     let neither = scratch.tether(&["audit"]);
     assert!(!neither.status.success(), "one of --turn, --last, --list is needed");
 }
+
+/// `tether ARGS` run in `dir`, with the scratch's audit store and demo
+/// database, `env` set.
+fn tether_in(scratch: &Scratch, dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new(TETHER)
+        .current_dir(dir)
+        .args(["--audit-store", &scratch.store(), "--demo-db"])
+        .arg(scratch.path("demo.db"))
+        .args(args)
+        .env_remove("TETHER_DEMO_DB")
+        .env_remove("TETHER_CONFIG")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn init_writes_a_starter_that_commands_find_and_the_demo_world_is_said_when_there_is_none() {
+    let scratch = Scratch::new();
+    let project = scratch.path("project");
+    std::fs::create_dir(&project).unwrap();
+    let elsewhere = scratch.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
+
+    let demo = tether_in(&scratch, &project, &[], &["tools"]);
+    assert!(demo.status.success(), "{}", stderr(&demo));
+    assert!(stderr(&demo).contains("the demo world's tools"), "{}", stderr(&demo));
+
+    let init = tether_in(&scratch, &project, &[], &["init"]);
+    assert!(init.status.success(), "{}", stderr(&init));
+    assert!(project.join("tether.toml").is_file());
+    let again = tether_in(&scratch, &project, &[], &["init"]);
+    assert!(!again.status.success() && stderr(&again).contains("--force"), "{}", stderr(&again));
+
+    // Found in the folder, no --config: its tool runs, and no demo is said.
+    let script = scratch.path("echo.py");
+    std::fs::write(&script, "unwrap(echo(text='hi'))\n").unwrap();
+    let ran = tether_in(&scratch, &project, &[], &["run", script.to_str().unwrap()]);
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    assert_eq!(stdout_json(&ran)["value"]["result"], json!({"text": "hi"}), "{}", stderr(&ran));
+    assert!(!stderr(&ran).contains("demo world"), "{}", stderr(&ran));
+
+    // TETHER_CONFIG names it from anywhere.
+    let named = project.join("tether.toml");
+    let listed = tether_in(&scratch, &elsewhere, &[("TETHER_CONFIG", named.to_str().unwrap())], &["tools"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("echo"), "{listed:?}");
+    assert!(!String::from_utf8_lossy(&listed.stdout).contains("send_email"), "not the demo's: {listed:?}");
+}
+
+#[test]
+fn init_from_an_mcp_clients_config_gives_its_servers_and_tools_check_fails_on_one_not_running() {
+    let scratch = Scratch::new();
+    let server = Path::new(TETHER).with_file_name("tether-mcp-test-server");
+    assert!(server.exists(), "no `{}`: build the workspace", server.display());
+    let mcp_json = scratch.path(".mcp.json");
+    let clients = json!({"mcpServers": {
+        "test": {"command": server.to_str().unwrap(), "args": []},
+        "gone": {"command": "/nonexistent/mcp-server"}
+    }});
+    std::fs::write(&mcp_json, clients.to_string()).unwrap();
+    let config = scratch.path("converted.toml");
+    let init = scratch.tether(&["init", "--from", mcp_json.to_str().unwrap(), "--path", config.to_str().unwrap()]);
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+
+    let listed = scratch.tether(&["tools", "--config", config.to_str().unwrap()]);
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("test_echo"), "{listed:?}");
+    let checked = scratch.tether(&["tools", "--config", config.to_str().unwrap(), "--check"]);
+    assert!(!checked.status.success(), "a server is not running");
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert!(said.contains("1 of 2 MCP servers not running: `gone`"), "{said}");
+
+    let bash = scratch.tether(&["completions", "bash"]);
+    assert!(bash.status.success());
+    let script = String::from_utf8_lossy(&bash.stdout);
+    assert!(script.contains("_tether") && script.contains("approve") && script.contains("--audit-store"), "{script}");
+}

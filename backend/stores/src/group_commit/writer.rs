@@ -151,7 +151,9 @@ impl<D: Database> Writer<D> {
             match self.database.open() {
                 Ok(opened) => *connection = Some(opened),
                 Err(error) => {
-                    tracing::error!(%error, "cannot open the audit database");
+                    // Every waiter gets this error and reports it: logged
+                    // here only for whoever traces the writer.
+                    tracing::debug!(%error, "cannot open the audit database");
                     *failed = Some(copy(&error));
                     return Err(error);
                 }
