@@ -78,4 +78,4 @@ async def test_a_tether_tool_errors_message_is_for_the_model_and_not_withheld() 
         result = await turn.execute("c1", "lookup", {"key": "missing"})
         rows = await turn.audit_log()
     assert result.error is not None and (result.error.code, result.error.message) == ("not_found", "no row `missing`")
-    assert rows[0].detail is None
+    assert rows[0].detail == "no row `missing`", "the row keeps the message with its code"

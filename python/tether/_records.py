@@ -162,9 +162,10 @@ class AuditRow(CallIdentity):
     duration_us: int
     #: The approver's reason for its answer (``Decision.reason``), if it gave one.
     approval_reason: Optional[str] = None
-    #: The failure's full text for the operator, never shown to the model:
-    #: for a tool that raised (not :class:`tether.ToolError`), the exception's
-    #: type and message, ``"`RuntimeError`: …"``.
+    #: What went wrong, for the operator: for a tool that raised (not
+    #: :class:`tether.ToolError`), the exception's type and message,
+    #: ``"`RuntimeError`: …"``, never shown to the model; for a
+    #: :class:`tether.ToolError`, the message the model got.
     detail: Optional[str] = None
 
 
