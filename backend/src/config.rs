@@ -162,6 +162,11 @@ mod tests {
         assert!(missing.contains("`agents.billing`") && missing.contains("model"), "{missing}");
         let limit = problem("[turn]\ndeadline = \"soon\"\n");
         assert!(limit.contains("`turn.deadline`"), "{limit}");
+        assert_eq!(config.turn.limits.model_offer, tether_turn::ModelOffer::Every);
+        let script_only = parse("[turn]\noffer = \"script\"\n").unwrap();
+        assert_eq!(script_only.turn.limits.model_offer, tether_turn::ModelOffer::ScriptOnly);
+        let offer = problem("[turn]\noffer = \"scripts\"\n");
+        assert!(offer.contains("`turn.offer`: `scripts` is not an offer") && offer.contains("`\"script\"`"), "{offer}");
         let entry = problem("[[agent_tools]]\nagent = \"a\"\ndescription = \"d\"\nenable = false\n");
         assert!(entry.contains("`agent_tools[0].enable`: unknown key; did you mean `enabled`?"), "{entry}");
     }

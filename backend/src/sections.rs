@@ -8,7 +8,7 @@ use std::time::Duration;
 use tether_agent::{AgentConfig, AgentToolEntry, AgentsConfig};
 use tether_tools::ConfigError;
 use tether_tools::read::{At, check_keys, parse_duration};
-use tether_turn::TurnLimits;
+use tether_turn::{ModelOffer, TurnLimits};
 
 /// `[turn]`: limits for every turn built from this file. Unset keys keep
 /// [`TurnLimits`]' defaults; `deadline` unset: no deadline.
@@ -20,7 +20,7 @@ pub struct TurnSection {
     pub deadline: Option<Duration>,
 }
 
-const TURN_KEYS: [&str; 8] = [
+const TURN_KEYS: [&str; 9] = [
     "max_tool_calls",
     "max_approval_calls",
     "approval_timeout",
@@ -29,6 +29,7 @@ const TURN_KEYS: [&str; 8] = [
     "max_refused_script_calls",
     "max_result_bytes",
     "deadline",
+    "offer",
 ];
 
 #[derive(Debug, Deserialize)]
@@ -41,6 +42,7 @@ struct TurnKeys {
     max_refused_script_calls: Option<u32>,
     max_result_bytes: Option<u64>,
     deadline: Option<String>,
+    offer: Option<String>,
 }
 
 const AGENT_KEYS: [&str; 6] = ["base_url", "endpoint", "model", "api_key_env", "system_prompt", "tools"];
@@ -65,6 +67,15 @@ impl TurnSection {
             max_depth: keys.max_depth.unwrap_or(defaults.max_depth),
             max_refused_script_calls: keys.max_refused_script_calls.unwrap_or(defaults.max_refused_script_calls),
             max_result_bytes: keys.max_result_bytes.or(defaults.max_result_bytes),
+            model_offer: match keys.offer.as_deref() {
+                None => defaults.model_offer,
+                Some(name) => ModelOffer::parse(name).ok_or_else(|| {
+                    at.error("offer", format!("`{name}` is not an offer")).fix(
+                        "write `\"every\"` (every tool and run_script, the default) or `\"script\"` (run_script alone, \
+                         the tools as its stubs)",
+                    )
+                })?,
+            },
             ..defaults
         };
         Ok(TurnSection { limits, deadline: duration("deadline", &keys.deadline)? })

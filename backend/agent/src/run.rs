@@ -64,6 +64,47 @@ pub struct AgentRun {
     pub messages: Vec<Value>,
 }
 
+/// What a model is sent each round besides the conversation: the system
+/// prompt and the function tools, exactly as the request carries them
+/// (`tether prompt` prints it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelPrompt {
+    /// The system message's text: the agent's prompt (or the default), and
+    /// the names of deferred tools with how to activate them.
+    pub system_prompt: String,
+    /// The chat-completions `tools`: each `{"type": "function", "function":
+    /// {name, description, parameters}}`.
+    pub tools: Vec<Value>,
+}
+
+impl ModelPrompt {
+    /// The offer of `turn` to a model whose calls are at `depth`, with
+    /// `system_prompt` (`None`: the default one): the turn's own list
+    /// ([`Turn::tools_for_model_at`]), full tools as functions, deferred
+    /// ones by name in the prompt.
+    pub fn of(turn: &Turn, depth: u32, system_prompt: Option<&str>) -> ModelPrompt {
+        let mut tools = Vec::new();
+        let mut deferred = Vec::new();
+        for tool in turn.tools_for_model_at(depth) {
+            match tool {
+                ListedTool::Full(def) => tools.push(json!({
+                    "type": "function",
+                    "function": {"name": def.name(), "description": def.description(), "parameters": def.input_schema()}
+                })),
+                ListedTool::NameOnly(name) => deferred.push(name),
+            }
+        }
+        let mut prompt = system_prompt.unwrap_or(DEFAULT_SYSTEM_PROMPT).to_owned();
+        if !deferred.is_empty() {
+            prompt.push_str(&format!(
+                "\n\nMore tools exist but are not active yet; activate them with `activate_tools` before calling them: {}.",
+                deferred.join(", ")
+            ));
+        }
+        ModelPrompt { system_prompt: prompt, tools }
+    }
+}
+
 /// How the loop's rounds stopped short of an answer.
 enum Stop {
     Failed(AgentError),
@@ -157,28 +198,11 @@ impl AgentLoop {
         }
     }
 
-    /// The function tools and the system prompt for this round: full tools
-    /// as functions, deferred ones by name in the prompt.
-    fn offer(&self, turn: &Turn) -> (Vec<Value>, String) {
-        let mut tools = Vec::new();
-        let mut deferred = Vec::new();
-        for tool in turn.tools_for_model_at(self.depth()) {
-            match tool {
-                ListedTool::Full(def) => tools.push(json!({
-                    "type": "function",
-                    "function": {"name": def.name(), "description": def.description(), "parameters": def.input_schema()}
-                })),
-                ListedTool::NameOnly(name) => deferred.push(name),
-            }
-        }
-        let mut prompt = self.system_prompt.clone().unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
-        if !deferred.is_empty() {
-            prompt.push_str(&format!(
-                "\n\nMore tools exist but are not active yet; activate them with `activate_tools` before calling them: {}.",
-                deferred.join(", ")
-            ));
-        }
-        (tools, prompt)
+    /// What this loop's model is sent each round besides the conversation
+    /// ([`ModelPrompt`]; under [`tether_turn::ModelOffer::ScriptOnly`], the
+    /// script tool alone).
+    pub fn offer(&self, turn: &Turn) -> ModelPrompt {
+        ModelPrompt::of(turn, self.depth(), self.system_prompt.as_deref())
     }
 
     /// Runs the turn from `conversation` (user and earlier messages, no
@@ -299,9 +323,9 @@ impl AgentLoop {
             if let Some(code) = turn.end_reason() {
                 return Err(AgentError::TurnEnded { code });
             }
-            let (tools, prompt) = self.offer(turn);
+            let ModelPrompt { system_prompt, tools } = self.offer(turn);
             let mut full = Vec::with_capacity(messages.len() + 1);
-            full.push(json!({"role": "system", "content": prompt}));
+            full.push(json!({"role": "system", "content": system_prompt}));
             full.extend_from_slice(messages);
             self.events.emit(&AgentEvent::ModelRequest { turn_id: turn.id().to_owned(), iteration });
             *requests += 1;

@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use std::io::Write;
 use std::sync::Arc;
 use tether_backend::agent::{
-    AgentConfig, AgentError, AgentEvent, AgentEventSink, AgentPark, AgentRun, AgentsConfig, NestedTurnSetup, PeerAgents,
+    AgentConfig, AgentError, AgentEvent, AgentEventSink, AgentPark, AgentRun, AgentsConfig, ModelPrompt,
+    NestedTurnSetup, NoAgentEvents, PeerAgents,
 };
 use tether_backend::tools::ToolSet;
 use tether_backend::turn::{ParkedRun, SCRIPT_TOOL_NAME, Tool, Turn, TurnBuilder};
@@ -277,6 +278,35 @@ pub async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -
         eprintln!("(turn {}: {} calls; {})", turn.id(), turn.audit_log().await?.len(), backend.audit_hint(turn.id()));
     }
     Ok(())
+}
+
+/// `tether prompt`: exactly what the model of `agent` (of `agents`; `None`:
+/// a turn no configured agent runs, with the default system prompt) is sent
+/// each round besides the conversation — the system prompt and the tools,
+/// `run_script`'s stubs included — as the first turn of `ask` or `chat`
+/// would have it. No model is asked and no turn is opened in the store.
+///
+/// # Errors
+/// If `agent` is not configured, or two tools share a name.
+pub fn prompt(backend: &Backend, agent: Option<&str>, agents: AgentsConfig) -> anyhow::Result<ModelPrompt> {
+    let system = match agent {
+        None => None,
+        Some(name) => match agents.agents.get(name) {
+            Some(config) => config.system_prompt.clone(),
+            None => {
+                let known: Vec<&str> = agents.agents.keys().map(String::as_str).collect();
+                anyhow::bail!("no agent `{name}` is configured; the config's agents: {}", known.join(", "))
+            }
+        },
+    };
+    let nested: NestedTurnSetup = Arc::new(|_: &str, builder: TurnBuilder| builder);
+    let agent_tools = PeerAgents::new(agents, nested, Arc::new(NoAgentEvents)).tools_for(agent)?;
+    let builder = Turn::builder("prompt").limits(backend.setup.turn.limits.clone());
+    let turn = agent_tools
+        .into_iter()
+        .fold(backend.setup.equip(builder, &backend.tools, &backend.script), TurnBuilder::add_tool)
+        .build()?;
+    Ok(ModelPrompt::of(&turn, 0, system.as_deref()))
 }
 
 /// `tether ask`: `question` as one turn of a new session with `agent`,

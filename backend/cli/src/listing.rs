@@ -9,7 +9,7 @@ use crate::wiring::Source;
 use std::fmt::Write;
 use std::sync::Arc;
 use tether_backend::agent::{
-    AgentsConfig, NestedTurnSetup, NoAgentEvents, PeerAgents, agent_tool_name, effective_agent_tools,
+    AgentsConfig, ModelPrompt, NestedTurnSetup, NoAgentEvents, PeerAgents, agent_tool_name, effective_agent_tools,
 };
 use tether_backend::tools::{ServerStatus, ToolSet};
 use tether_backend::turn::{ApprovalRequirement, RepeatRule, ToolMeta, ToolReplay, Turn};
@@ -120,6 +120,37 @@ pub async fn stubs(source: Source, agent: Option<String>) -> anyhow::Result<Stri
     tools.shutdown().await;
     source.finish(false)?;
     outcome
+}
+
+/// `tether prompt`'s output: `prompt` as the model gets it — the system
+/// prompt, then each tool's name, description and parameters — and its size
+/// in bytes of JSON (what the request carries); with `json`, one object
+/// `{"system_prompt", "tools", "bytes": {"system_prompt", "tools", "total"}}`.
+///
+/// # Errors
+/// Never in practice (every part is JSON).
+pub fn prompt(prompt: &ModelPrompt, json: bool) -> anyhow::Result<String> {
+    let system = serde_json::to_string(&prompt.system_prompt)?.len();
+    let tools = serde_json::to_string(&prompt.tools)?.len();
+    let bytes = serde_json::json!({"system_prompt": system, "tools": tools, "total": system + tools});
+    if json {
+        let all = serde_json::json!({"system_prompt": prompt.system_prompt, "tools": prompt.tools, "bytes": bytes});
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&all)?));
+    }
+    let mut out = format!("system prompt:\n{}\n", prompt.system_prompt);
+    for tool in &prompt.tools {
+        let function = &tool["function"];
+        let _ = writeln!(out, "\ntool `{}`:", function["name"].as_str().unwrap_or_default());
+        let _ = writeln!(out, "{}", function["description"].as_str().unwrap_or_default());
+        let _ = writeln!(out, "parameters: {}", function["parameters"]);
+    }
+    let _ = writeln!(
+        out,
+        "\n{} tools; {tools} bytes of tools and {system} of system prompt, {} bytes in all (as JSON)",
+        prompt.tools.len(),
+        system + tools
+    );
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -88,6 +88,21 @@ enum Command {
         #[arg(long)]
         agent: Option<String>,
     },
+    /// Print exactly what the model is sent each round besides the
+    /// conversation — the system prompt and the tools, run_script's stubs
+    /// included — and its size. `[turn] offer = "script"` offers run_script alone.
+    Prompt {
+        /// The tools' and agents' configuration (see examples/tether.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// As this agent of the config's model gets it (default: `main` if
+        /// the config has it, else a turn no agent runs).
+        #[arg(long)]
+        agent: Option<String>,
+        /// As JSON: `{"system_prompt", "tools", "bytes"}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the configured tools with their metadata, and each MCP server's state.
     Tools {
         /// The tools' configuration (default: the demo world's).
@@ -283,6 +298,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if *check && !down.is_empty() {
                 anyhow::bail!("{} of {} MCP servers not running: {}", down.len(), servers.len(), down.join("; "));
             }
+            Ok(())
+        }
+        Command::Prompt { config, agent, json } => {
+            let source = Source::load(config_file(config), demo_db())?;
+            let agents = source.config.agents.clone();
+            let agent = agent.clone().or_else(|| agents.agents.contains_key("main").then(|| "main".to_owned()));
+            // Nothing runs, so nothing is approved: said by no one.
+            let quiet = BackendArgs { approval: Some(Approval::Deny), ..cli.backend.clone() };
+            let backend = Backend::start(&quiet, source, Approval::Deny).await?;
+            let prompt = chat::prompt(&backend, agent.as_deref(), agents);
+            backend.stop_reporting(false).await?;
+            print!("{}", listing::prompt(&prompt?, *json)?);
             Ok(())
         }
         Command::Init { from, path, force } => {

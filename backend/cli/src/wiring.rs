@@ -412,11 +412,20 @@ impl Backend {
     /// # Errors
     /// If the embedded sidecar does not stop cleanly or the outbox cannot be read.
     pub async fn stop(self) -> anyhow::Result<()> {
+        self.stop_reporting(true).await
+    }
+
+    /// [`stop`](Self::stop), reporting the outbox only if `report` (a
+    /// command that ran nothing has nothing to report).
+    ///
+    /// # Errors
+    /// As [`stop`](Self::stop).
+    pub async fn stop_reporting(self, report: bool) -> anyhow::Result<()> {
         self.tools.shutdown().await;
         if let Some(embedded) = self.embedded {
             embedded.stop().await?;
         }
-        self.source.finish(true)
+        self.source.finish(report)
     }
 
     /// How to read a turn's records back.

@@ -681,3 +681,37 @@ fn init_from_an_mcp_clients_config_gives_its_servers_and_tools_check_fails_on_on
     let script = String::from_utf8_lossy(&bash.stdout);
     assert!(script.contains("_tether") && script.contains("approve") && script.contains("--audit-store"), "{script}");
 }
+
+#[test]
+fn prompt_shows_what_the_model_gets_and_script_only_offers_run_script_alone_with_every_stub() {
+    let scratch = Scratch::new();
+    let both = scratch.tether(&["prompt", "--json"]);
+    assert!(both.status.success(), "{}", String::from_utf8_lossy(&both.stderr));
+    let both = stdout_json(&both);
+    let names = |prompt: &Value| -> Vec<String> {
+        prompt["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(names(&both), ["list_issues", "get_contract", "send_email", "run_script"], "{both}");
+    let bytes = |prompt: &Value| prompt["bytes"]["total"].as_u64().unwrap();
+    let measured = serde_json::to_string(&both["tools"]).unwrap().len()
+        + serde_json::to_string(&both["system_prompt"]).unwrap().len();
+    assert_eq!(bytes(&both), measured as u64, "the size is the request's own");
+
+    let demo = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo.toml")).unwrap();
+    let config = scratch.path("script-only.toml");
+    std::fs::write(&config, format!("[turn]\noffer = \"script\"\n\n{demo}")).unwrap();
+    let alone = scratch.tether(&["prompt", "--json", "--config", config.to_str().unwrap()]);
+    assert!(alone.status.success(), "{}", String::from_utf8_lossy(&alone.stderr));
+    let alone = stdout_json(&alone);
+    assert_eq!(names(&alone), ["run_script"]);
+    let description = alone["tools"][0]["function"]["description"].as_str().unwrap();
+    for stub in ["def list_issues(", "def get_contract(", "def send_email("] {
+        assert!(description.contains(stub), "every tool is in the stubs: {description}");
+    }
+    assert!(!description.contains("get_contract(customer_id=\\\"c1\\\")"), "no demo example in the description");
+    assert!(bytes(&alone) < bytes(&both), "{} vs {}", bytes(&alone), bytes(&both));
+
+    let text = String::from_utf8(scratch.tether(&["prompt"]).stdout).unwrap();
+    assert!(text.starts_with("system prompt:\n") && text.contains("\ntool `send_email`:\n"), "{text}");
+    assert!(text.trim_end().ends_with(&format!("{} bytes in all (as JSON)", bytes(&both))), "{text}");
+}

@@ -38,7 +38,8 @@ use tether_turn::{ToolError, ToolMeta, ToolOutput, ToolSpec, unix_ms};
 pub const SCRIPT_TOOL_NAME: &str = "run_script";
 
 const DESCRIPTION: &str = "Run a Python script that calls this turn's tools, to chain dependent calls in one step. \
-Inside the script: one function per tool (`get_contract(customer_id=\"c1\")`), or `call(name, args)`; \
+Inside the script: one function per tool, named as the tool, with keyword arguments (the stubs below), \
+or `call(name, args)`; \
 `call_async` with `asyncio.gather` runs calls together. Every call returns {\"ok\": bool, \"value\": ..., \
 \"error\": {\"code\", \"message\"} or None} and never raises; `unwrap(r)` returns the value or raises. \
 `input` holds the `input` argument. The value of the last expression is the result. \

@@ -69,7 +69,7 @@ pub use call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure, OnAwai
 pub use error::{StoreError, TurnError};
 pub use events::{EventLog, EventSink, NoEvents, ToolEvent};
 pub use executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};
-pub use limits::{DEFAULT_MAX_RESULT_BYTES, TurnLimits};
+pub use limits::{DEFAULT_MAX_RESULT_BYTES, ModelOffer, TurnLimits};
 pub use memory::MemoryAuditStore;
 pub use origin::CallOrigin;
 pub use parked::{

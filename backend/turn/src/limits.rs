@@ -39,6 +39,39 @@ pub struct TurnLimits {
     /// script run's own limit applies, and a direct call's result is
     /// unbounded.
     pub max_result_bytes: Option<u64>,
+    /// What the model is offered as functions. Default
+    /// [`ModelOffer::Every`].
+    pub model_offer: ModelOffer,
+}
+
+/// What a turn offers its model as functions; a script sees every callable
+/// tool either way (its stubs are in the script tool's description), and
+/// every call meets the same checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModelOffer {
+    /// Every tool, and the script tool beside them.
+    #[default]
+    Every,
+    /// The script tool alone (and `activate_tools`, and deferred tools by
+    /// name): the tools' definitions reach the model once, as the stubs in
+    /// the script tool's description, not a second time as functions. A turn
+    /// without a script tool offers every tool.
+    ScriptOnly,
+}
+
+impl ModelOffer {
+    /// Its name in a config (`[turn] offer`): `every` or `script`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelOffer::Every => "every",
+            ModelOffer::ScriptOnly => "script",
+        }
+    }
+
+    /// The offer named `name` ([`as_str`](Self::as_str)).
+    pub fn parse(name: &str) -> Option<ModelOffer> {
+        [ModelOffer::Every, ModelOffer::ScriptOnly].into_iter().find(|offer| offer.as_str() == name)
+    }
 }
 
 /// The default [`TurnLimits::max_result_bytes`]: 4 MiB, as the sidecar's
@@ -58,6 +91,7 @@ impl Default for TurnLimits {
             max_depth: 3,
             max_refused_script_calls: 8,
             max_result_bytes: Some(DEFAULT_MAX_RESULT_BYTES),
+            model_offer: ModelOffer::Every,
         }
     }
 }

@@ -97,6 +97,9 @@ impl Turn {
     /// ([`script_stubs_at(depth + 1)`](Self::script_stubs_at)), so the model
     /// reads the Python API it writes against. A nested agent turn's model
     /// calls at the agent tool's depth + 1, so its list shrinks with depth.
+    /// Under [`ModelOffer::ScriptOnly`](super::ModelOffer::ScriptOnly) the
+    /// script tool is the only function offered (with `activate_tools`, and
+    /// deferred tools by name): the rest reach the model as its stubs.
     pub fn tools_for_model_at(&self, depth: u32) -> Vec<ListedTool> {
         let registry = &self.inner.registry;
         let found = |name: &str| match registry.lookup(name) {
@@ -114,6 +117,12 @@ impl Turn {
             .collect();
         let scripted = |name: &str| found(name).is_some_and(|tool| tool.meta().is_script_tool);
         if listed.iter().any(|tool| matches!(tool, ListedTool::Full(def) if scripted(def.name()))) {
+            if self.inner.limits.model_offer == super::limits::ModelOffer::ScriptOnly {
+                listed.retain(|tool| match tool {
+                    ListedTool::Full(def) => scripted(def.name()) || def.name() == super::activate::ACTIVATE_TOOLS_NAME,
+                    ListedTool::NameOnly(_) => true,
+                });
+            }
             let stubs = self.script_stubs_at(depth + 1);
             for tool in &mut listed {
                 if let ListedTool::Full(def) = tool

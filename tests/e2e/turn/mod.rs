@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tether_backend::turn::{
     AdminPolicy, ArgMatch, AuditRecord, AuditStore, CallOrigin, CallOutcome, CallPattern, CallRequest, CallResult,
-    CallStatus, Code, EventLog, LedgerState, ListedTool, PolicyApprover, ScriptTool, SqliteAuditStore, Step, ToolError,
-    ToolEvent, ToolExecutor, ToolOutput, ToolSpec, Turn, TurnBuilder, UserPermissions, activate_tools_tool,
-    executor_fn,
+    CallStatus, Code, EventLog, LedgerState, ListedTool, ModelOffer, PolicyApprover, ScriptTool, SqliteAuditStore,
+    Step, ToolError, ToolEvent, ToolExecutor, ToolOutput, ToolSpec, Turn, TurnBuilder, TurnLimits, UserPermissions,
+    activate_tools_tool, executor_fn,
 };
 use tether_backend::{SidecarClient, ToolOutcome};
 use tether_cli::demo::DemoWorld;

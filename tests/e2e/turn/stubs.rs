@@ -57,3 +57,35 @@ async fn the_stubs_show_what_a_script_may_call_and_run_as_python_in_the_sandbox(
     let run = w.script(&source, Value::Null).await;
     assert_eq!(script_value(&run), json!([true, "parsed"]), "{run:?}");
 }
+
+#[tokio::test]
+async fn a_script_only_turn_offers_the_model_the_script_tool_alone_and_a_script_still_calls_every_tool() {
+    let (_sidecar, client) = sidecar().await;
+    let limits = TurnLimits { model_offer: ModelOffer::ScriptOnly, ..TurnLimits::default() };
+    let w = world(&client, PolicyApprover::approve_all(), |b| b.limits(limits));
+    let every = world(&client, PolicyApprover::approve_all(), |b| b);
+    let names = |listed: Vec<ListedTool>| -> Vec<String> {
+        listed
+            .into_iter()
+            .map(|tool| match tool {
+                ListedTool::Full(def) => def.name().to_owned(),
+                ListedTool::NameOnly(name) => format!("{name} (name only)"),
+            })
+            .collect()
+    };
+    let offered = names(w.turn.tools_for_model());
+    assert!(offered.contains(&"run_script".to_owned()), "{offered:?}");
+    assert!(!offered.contains(&"get_contract".to_owned()), "not offered twice: {offered:?}");
+    let all = names(every.turn.tools_for_model());
+    assert!(all.contains(&"get_contract".to_owned()) && all.len() > offered.len(), "{all:?}");
+    // Deferred tools are still named, so the model can activate them.
+    for name in all.iter().filter(|name| name.ends_with("(name only)")) {
+        assert!(offered.contains(name), "{name}: {offered:?}");
+    }
+
+    // The stubs in run_script's description still give every tool, and a
+    // script calls one through the same checks.
+    assert_eq!(w.turn.script_stubs(), every.turn.script_stubs());
+    let run = w.script("unwrap(get_contract(customer_id='c1'))['customer_id']", Value::Null).await;
+    assert_eq!(script_value(&run), json!("c1"), "{run:?}");
+}
