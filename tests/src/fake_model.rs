@@ -30,6 +30,9 @@ pub enum Reply {
     Status(u16),
     /// Never answers.
     Hang,
+    /// This JSON body, not streamed (`application/json`), as an endpoint
+    /// that ignores `stream: true` answers.
+    Plain(Value),
 }
 
 /// A reply with one tool call.
@@ -136,6 +139,7 @@ async fn complete(State(script): State<Arc<Script>>, Json(body): Json<Value>) ->
                 .into_response();
         }
         Some(Reply::Hang) => std::future::pending::<()>().await,
+        Some(Reply::Plain(body)) => return Json(body).into_response(),
         Some(Reply::Echo(prefix)) => push_text(&mut events, &format!("{prefix}{last_user}")),
         Some(Reply::Text(text)) => push_text(&mut events, &text),
         Some(Reply::Calls(calls)) => {

@@ -1,7 +1,8 @@
 //! One streamed chat completion against an OpenAI-compatible endpoint:
 //! `POST {base_url}/chat/completions` with `"stream": true`, read as
 //! server-sent events (`eventsource-stream`), the deltas put back together
-//! into one assistant message.
+//! into one assistant message. An endpoint that ignores `stream` and answers
+//! one JSON completion is read as that completion.
 
 use super::error::AgentError;
 use eventsource_stream::Eventsource;
@@ -65,6 +66,41 @@ impl AssistantMessage {
         }
         message
     }
+}
+
+/// A whole (not streamed) completion, as an endpoint that ignores `stream`
+/// answers.
+#[derive(Deserialize)]
+struct Completion {
+    #[serde(default)]
+    choices: Vec<WholeChoice>,
+}
+
+#[derive(Deserialize)]
+struct WholeChoice {
+    message: WholeMessage,
+}
+
+#[derive(Deserialize)]
+struct WholeMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<WholeToolCall>,
+}
+
+#[derive(Deserialize)]
+struct WholeToolCall {
+    #[serde(default)]
+    id: String,
+    function: WholeFunction,
+}
+
+#[derive(Deserialize)]
+struct WholeFunction {
+    name: String,
+    #[serde(default)]
+    arguments: String,
 }
 
 #[derive(Deserialize)]
@@ -145,8 +181,9 @@ impl ChatEndpoint {
     ///
     /// # Errors
     /// [`AgentError::Model`]: unreachable, an error status (with the body's
-    /// start), an `error` in the stream, a chunk that is not JSON, or a
-    /// stream that ends before `[DONE]` or a finish reason.
+    /// start), an `error` in the stream, a chunk that is not JSON, a stream
+    /// that ends before `[DONE]` or a finish reason, or an answer that is
+    /// neither a stream nor one JSON completion.
     ///
     /// # Cancel safety
     /// Dropping the future drops the request (the connection closes).
@@ -170,6 +207,14 @@ impl ChatEndpoint {
             let text = response.text().await.unwrap_or_default();
             let cut: String = text.chars().take(ERROR_BODY_BYTES).collect();
             return Err(self.failed(format!("HTTP {status}: {cut}")));
+        }
+        let streamed = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_none_or(|value| value.starts_with("text/event-stream"));
+        if !streamed {
+            return self.whole(response, on_token).await;
         }
         let mut events = response.bytes_stream().eventsource();
         let mut message = AssistantMessage::default();
@@ -215,15 +260,58 @@ impl ChatEndpoint {
         if !finished {
             return Err(self.failed("the stream ended before the answer was complete"));
         }
-        message.tool_calls = calls
-            .into_iter()
-            .map(|(index, mut call)| {
-                if call.id.is_empty() {
-                    call.id = format!("call_{index}");
-                }
-                call
-            })
-            .collect();
+        message.tool_calls = with_ids(calls.into_values());
         Ok(message)
     }
+
+    /// The answer of an endpoint that sent one JSON completion instead of a
+    /// stream: that completion, its text given to `on_token` at once.
+    async fn whole(
+        &self,
+        response: reqwest::Response,
+        mut on_token: impl FnMut(&str) + Send,
+    ) -> Result<AssistantMessage, AgentError> {
+        let kind = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let text = response.text().await.map_err(|e| self.failed(format!("its answer broke off: {e}")))?;
+        let not_a_completion = |why: &str| {
+            let cut: String = text.chars().take(ERROR_BODY_BYTES).collect();
+            self.failed(format!(
+                "it answered `{kind}`, not a stream of completion chunks (`text/event-stream`) or one completion \
+                 ({why}); check that base_url is an OpenAI-compatible `/v1`. It answered: {cut}"
+            ))
+        };
+        let completion: Completion = serde_json::from_str(&text).map_err(|e| not_a_completion(&e.to_string()))?;
+        let Some(choice) = completion.choices.into_iter().next() else {
+            return Err(not_a_completion("no `choices`"));
+        };
+        let content = choice.message.content.unwrap_or_default();
+        if !content.is_empty() {
+            on_token(&content);
+        }
+        let calls = choice.message.tool_calls.into_iter().map(|call| ModelToolCall {
+            id: call.id,
+            name: call.function.name,
+            arguments: call.function.arguments,
+        });
+        Ok(AssistantMessage { content, tool_calls: with_ids(calls) })
+    }
+}
+
+/// The calls in order, each without an id given `call_<index>`.
+fn with_ids(calls: impl IntoIterator<Item = ModelToolCall>) -> Vec<ModelToolCall> {
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(index, mut call)| {
+            if call.id.is_empty() {
+                call.id = format!("call_{index}");
+            }
+            call
+        })
+        .collect()
 }

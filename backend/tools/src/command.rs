@@ -233,10 +233,7 @@ impl ToolExecutor for CommandTool {
         };
         guard.0 = None;
         if !status.success() {
-            let how = match status.code() {
-                Some(code) => format!("exited with status {code}"),
-                None => format!("was ended by a signal ({status})"),
-            };
+            let how = describe_exit(status);
             let stderr = stderr.text();
             let detail = if stderr.is_empty() { how } else { format!("{how}; stderr ends: {stderr}") };
             return Err(ToolError::reported(&Reason::ToolReported { tool: self.tool.clone(), detail }));
@@ -251,6 +248,14 @@ impl ToolExecutor for CommandTool {
                 problem: format!("its output is not JSON ({e}): {shown}"),
             })
         })
+    }
+}
+
+/// How a process ended, as a failure message says it.
+pub(crate) fn describe_exit(status: std::process::ExitStatus) -> String {
+    match status.code() {
+        Some(code) => format!("exited with status {code}"),
+        None => format!("was ended by a signal ({status})"),
     }
 }
 

@@ -266,6 +266,35 @@ async fn a_failed_model_call_is_retried_only_while_no_approval_required_action_r
 }
 
 #[tokio::test]
+async fn an_endpoint_that_answers_one_json_completion_is_read_and_one_that_answers_something_else_is_named() {
+    let whole_call = json!({"object": "chat.completion", "choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "w1", "type": "function", "function": {"name": "lookup", "arguments": "{\"id\": \"c-7\"}"}}]}}]});
+    let whole_text = json!({"object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": "c-7 is a thing"}}]});
+    let unstreamed = FakeModel::start(vec![Reply::Plain(whole_call), Reply::Plain(whole_text)]).await;
+    let endpoint = ChatEndpoint::new(&unstreamed.base_url, "fake", None).unwrap();
+    let turn = with_tools(Turn::builder("t-whole")).build().unwrap();
+    let run = AgentLoop::new(endpoint).run(&turn, vec![json!({"role": "user", "content": "what is c-7?"})]).await;
+    assert_eq!(run.result.unwrap(), "c-7 is a thing");
+    assert_eq!(unstreamed.tool_result(1, "w1")["value"], json!({"id": "c-7", "name": "thing"}), "the call was made");
+
+    let wrong = FakeModel::start(vec![Reply::Plain(json!({"detail": "Not Found"}))]).await;
+    let endpoint = ChatEndpoint::new(&wrong.base_url, "fake", None).unwrap();
+    let turn = with_tools(Turn::builder("t-wrong")).build().unwrap();
+    let error = AgentLoop::new(endpoint)
+        .model_retries(0)
+        .run(&turn, vec![json!({"role": "user", "content": "hi"})])
+        .await
+        .result
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("it answered `application/json`, not a stream of completion chunks"), "{error}");
+    assert!(error.contains("no `choices`") && error.contains("Not Found"), "the body is quoted: {error}");
+    assert!(!error.contains("the stream ended"), "{error}");
+}
+
+#[tokio::test]
 async fn a_config_change_evicts_the_changed_agents_runner() {
     let one = FakeModel::start(vec![Reply::Text("one".into())]).await;
     let two = FakeModel::start(vec![Reply::Text("two".into())]).await;

@@ -99,6 +99,7 @@ async fn over_stdio_failures_are_values_and_a_dead_server_starts_again() {
     assert!(message.contains("the MCP server `test` stopped while `t_die` was running"), "{message}");
     assert!(message.contains("the call may have run"), "{message}");
     assert!(message.contains("dying on purpose"), "the server's last stderr is quoted: {message}");
+    assert!(message.contains("it exited with status 3"), "the server's exit status is said: {message}");
     let row = world.audit_row("d").await;
     assert_eq!(
         (row.status, row.step, row.code.as_deref()),
@@ -166,6 +167,18 @@ async fn a_server_that_does_not_start_gives_failure_values_for_its_named_tools()
             && message.contains("not made"),
         "{message}"
     );
+}
+
+#[tokio::test]
+async fn a_server_that_exits_before_it_initializes_is_shown_with_its_exit_status_and_stderr() {
+    let text = "[mcp.quits]\ncommand = [\"sh\", \"-c\", \"echo 'set QUITS_API_KEY first' >&2; exit 2\"]\nstartup_timeout = \"20s\"\n";
+    let (_dir, config) = config(text, &Vars::from_env());
+    let tools = ToolSet::start(&config.tools).await.expect("a server that does not start is not an error");
+    let status = &tools.servers().await[0];
+    let error = status.error.as_deref().unwrap_or_default();
+    assert!(error.contains("it did not initialize"), "{status:?}");
+    assert!(error.contains("it exited with status 2"), "the exit status is said: {status:?}");
+    assert!(error.contains("set QUITS_API_KEY first"), "its stderr is quoted: {status:?}");
 }
 
 #[tokio::test]

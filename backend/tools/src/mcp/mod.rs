@@ -23,6 +23,7 @@
 //! - `tools`: the server's listed tools as the turn's tools, and results
 //!   mapped to JSON
 
+mod exit;
 mod server;
 mod tools;
 

@@ -14,11 +14,13 @@
 //!   if that fails the call gets a failure value saying the call was not made.
 //!
 //! A stdio server's stderr is read by a task the connection owns (aborted
-//! with it): each line is logged at debug level and its tail kept for the
-//! message of a call that finds the server gone.
+//! with it): each line is logged at debug level and its tail kept, with the
+//! process's exit status once it is reaped, for the message of a call that
+//! finds the server gone ([`Leavings`]).
 
 use super::ServerConfig;
 use super::Transport;
+use super::exit::RecordsExit;
 use crate::command::STDERR_TAIL_BYTES;
 use crate::text::Tail;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation};
@@ -31,9 +33,14 @@ use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
+use tokio::sync::watch;
 
 /// How long [`McpServer::close`] waits for a server to end cleanly.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a call that lost its server waits for the process's exit status
+/// to be known, so that its message can say it.
+const EXIT_STATUS_WAIT: Duration = Duration::from_secs(2);
 
 /// A server's state as `tether tools` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,8 +69,45 @@ struct Connection {
     peer: Peer<RoleClient>,
     /// Counts (re)starts, so a failed call forgets only the connection it used.
     generation: u64,
-    stderr: Option<Arc<Mutex<Tail>>>,
+    left: Option<Leavings>,
     _stderr_reader: Option<AbortOnDrop>,
+}
+
+/// What a stdio server leaves to say why it stopped: the end of its stderr
+/// and, once its process is reaped, how it exited.
+#[derive(Clone)]
+struct Leavings {
+    tail: Arc<Mutex<Tail>>,
+    /// Whether stderr was read to its end.
+    read_all: watch::Receiver<bool>,
+    exit: watch::Receiver<Option<String>>,
+}
+
+impl Leavings {
+    fn tail(&self) -> String {
+        self.tail.lock().unwrap_or_else(|p| p.into_inner()).text()
+    }
+
+    /// `; it exited with status 3; its stderr ends: …` (the parts known),
+    /// waiting up to `wait` for the exit status and the end of stderr.
+    async fn describe(&self, wait: Duration) -> String {
+        let (mut exit, mut read_all) = (self.exit.clone(), self.read_all.clone());
+        // The `Ref`s the waits give are dropped at once: they are not `Send`.
+        let exited = async { exit.wait_for(Option::is_some).await.is_ok() };
+        let drained = async { read_all.wait_for(|done| *done).await.is_ok() };
+        let settled = async { tokio::join!(exited, drained) };
+        let _ = tokio::time::timeout(wait, settled).await;
+        let status = self.exit.borrow().clone();
+        let mut detail = String::new();
+        if let Some(status) = status {
+            detail.push_str(&format!("; it {status}"));
+        }
+        let tail = self.tail();
+        if !tail.is_empty() {
+            detail.push_str(&format!("; its stderr ends: {tail}"));
+        }
+        detail
+    }
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -159,7 +203,7 @@ impl McpServer {
     /// Dropping the future cancels the request (rmcp sends
     /// `notifications/cancelled`); the server may still have acted.
     pub(crate) async fn call(&self, name: &str, args: Value) -> Result<CallToolResult, CallError> {
-        let (peer, generation, stderr) = {
+        let (peer, generation, left) = {
             let mut state = self.state.lock().await;
             self.ensure(&mut state).await.map_err(CallError::Unavailable)?
         };
@@ -172,10 +216,8 @@ impl McpServer {
             Err(ServiceError::McpError(error)) => Err(CallError::Rejected(error.message.into_owned())),
             Err(error) => {
                 let mut detail = format!("{error}");
-                if let Some(tail) = stderr.as_ref().map(|t| t.lock().unwrap_or_else(|p| p.into_inner()).text())
-                    && !tail.is_empty()
-                {
-                    detail.push_str(&format!("; its stderr ends: {tail}"));
+                if let Some(left) = &left {
+                    detail.push_str(&left.describe(EXIT_STATUS_WAIT).await);
                 }
                 tracing::warn!(server = %self.config.name, tool = name, %detail, "the MCP server's connection ended during a call");
                 let mut state = self.state.lock().await;
@@ -207,22 +249,19 @@ impl McpServer {
     }
 
     /// The live connection, started (again) if there is none.
-    async fn ensure(&self, state: &mut State) -> Result<(Peer<RoleClient>, u64, Option<Arc<Mutex<Tail>>>), String> {
+    async fn ensure(&self, state: &mut State) -> Result<(Peer<RoleClient>, u64, Option<Leavings>), String> {
         if state.closed {
             return Err("the tool set was shut down".into());
         }
         if let Some(connection) = &state.connection {
             if !connection.peer.is_transport_closed() {
-                return Ok((connection.peer.clone(), connection.generation, connection.stderr.clone()));
+                return Ok((connection.peer.clone(), connection.generation, connection.left.clone()));
             }
-            let tail = connection
-                .stderr
-                .as_ref()
-                .map(|t| t.lock().unwrap_or_else(|p| p.into_inner()).text())
-                .unwrap_or_default();
-            let why =
-                if tail.is_empty() { "it stopped".to_owned() } else { format!("it stopped; its stderr ends: {tail}") };
-            self.forget_locked(state, why);
+            let left = match &connection.left {
+                Some(left) => left.describe(Duration::ZERO).await,
+                None => String::new(),
+            };
+            self.forget_locked(state, format!("it stopped{left}"));
         }
         let started = tokio::time::timeout(self.config.startup_timeout, self.connect(state.generations + 1)).await;
         match started {
@@ -231,7 +270,7 @@ impl McpServer {
                     tracing::info!(server = %self.config.name, "MCP server started again");
                 }
                 state.generations = connection.generation;
-                let handle = (connection.peer.clone(), connection.generation, connection.stderr.clone());
+                let handle = (connection.peer.clone(), connection.generation, connection.left.clone());
                 state.connection = Some(connection);
                 state.error = None;
                 Ok(handle)
@@ -265,11 +304,15 @@ impl McpServer {
     async fn connect(&self, generation: u64) -> Result<Connection, String> {
         match &self.config.transport {
             Transport::Stdio(argv) => {
-                let (transport, stderr) = TokioChildProcess::builder(argv.command())
+                let (exit_sender, exit) = watch::channel(None);
+                let mut command = argv.command();
+                command.wrap(RecordsExit(exit_sender));
+                let (transport, stderr) = TokioChildProcess::builder(command)
                     .stderr(std::process::Stdio::piped())
                     .spawn()
                     .map_err(|e| format!("cannot start `{}`: {e}", argv.argv[0]))?;
                 let tail = Arc::new(Mutex::new(Tail::new(STDERR_TAIL_BYTES)));
+                let (read_all_sender, read_all) = watch::channel(false);
                 let reader = stderr.map(|stderr| {
                     let (tail, server) = (tail.clone(), self.config.name.clone());
                     AbortOnDrop(tokio::spawn(async move {
@@ -280,18 +323,16 @@ impl McpServer {
                             tail.push(line.as_bytes());
                             tail.push(b"\n");
                         }
+                        read_all_sender.send_replace(true);
                     }))
                 });
-                let service = client_info().serve(transport).await.map_err(|e| {
-                    let tail = tail.lock().unwrap_or_else(|p| p.into_inner()).text();
-                    if tail.is_empty() {
-                        format!("it did not initialize: {e}")
-                    } else {
-                        format!("it did not initialize: {e}; its stderr ends: {tail}")
-                    }
-                })?;
+                let left = Leavings { tail, read_all, exit };
+                let service = match client_info().serve(transport).await {
+                    Ok(service) => service,
+                    Err(e) => return Err(format!("it did not initialize: {e}{}", left.describe(EXIT_STATUS_WAIT).await)),
+                };
                 let peer = service.peer().clone();
-                Ok(Connection { service, peer, generation, stderr: Some(tail), _stderr_reader: reader })
+                Ok(Connection { service, peer, generation, left: Some(left), _stderr_reader: reader })
             }
             Transport::Http { url, headers } => {
                 let Some(client) = self.http.clone() else {
@@ -304,7 +345,7 @@ impl McpServer {
                 let service =
                     client_info().serve(transport).await.map_err(|e| format!("it did not initialize: {e}"))?;
                 let peer = service.peer().clone();
-                Ok(Connection { service, peer, generation, stderr: None, _stderr_reader: None })
+                Ok(Connection { service, peer, generation, left: None, _stderr_reader: None })
             }
         }
     }
