@@ -75,13 +75,16 @@ impl Config {
 }
 
 /// Refuses a `[[tools]]` entry named as a tool the turn makes itself:
-/// `run_script`, `activate_tools`, or an agent tool's `agent_<name>`.
+/// `run_script`, `activate_tools`, `search_tools`, `describe_tools`, or an
+/// agent tool's `agent_<name>`.
 fn check_reserved(path: &Path, tools: &ToolsConfig) -> Result<(), ConfigError> {
     for (i, name) in tools.tool_names().into_iter().enumerate() {
         let whose = if name == tether_client::SCRIPT_TOOL_NAME {
             "the script tool's"
         } else if name == tether_turn::ACTIVATE_TOOLS_NAME {
             "the turn's own tool for deferred tools'"
+        } else if name == tether_turn::SEARCH_TOOLS_NAME || name == tether_turn::DESCRIBE_TOOLS_NAME {
+            "the turn's own tool for finding tools' (`[turn] offer = \"search\"`)"
         } else if name.starts_with(tether_agent::AGENT_TOOL_PREFIX) {
             "an agent tool's (`agent_<name>`)"
         } else {
@@ -148,6 +151,8 @@ mod tests {
         for (name, says) in [
             ("run_script", "`run_script` is the script tool's name"),
             ("activate_tools", "the turn's own tool"),
+            ("search_tools", "the turn's own tool for finding tools"),
+            ("describe_tools", "the turn's own tool for finding tools"),
             ("agent_billing", "an agent tool's"),
         ] {
             let text = format!("[[tools]]\nname = \"{name}\"\nkind = \"static\"\ndescription = \"x\"\nvalue = 1\n");
@@ -165,6 +170,8 @@ mod tests {
         assert_eq!(config.turn.limits.model_offer, tether_turn::ModelOffer::Every);
         let script_only = parse("[turn]\noffer = \"script\"\n").unwrap();
         assert_eq!(script_only.turn.limits.model_offer, tether_turn::ModelOffer::ScriptOnly);
+        let search = parse("[turn]\noffer = \"search\"\n").unwrap();
+        assert_eq!(search.turn.limits.model_offer, tether_turn::ModelOffer::Search);
         let offer = problem("[turn]\noffer = \"scripts\"\n");
         assert!(offer.contains("`turn.offer`: `scripts` is not an offer") && offer.contains("`\"script\"`"), "{offer}");
         let entry = problem("[[agent_tools]]\nagent = \"a\"\ndescription = \"d\"\nenable = false\n");

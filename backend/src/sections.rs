@@ -71,8 +71,9 @@ impl TurnSection {
                 None => defaults.model_offer,
                 Some(name) => ModelOffer::parse(name).ok_or_else(|| {
                     at.error("offer", format!("`{name}` is not an offer")).fix(
-                        "write `\"every\"` (every tool and run_script, the default) or `\"script\"` (run_script alone, \
-                         the tools as its stubs)",
+                        "write `\"every\"` (every tool and run_script, the default), `\"script\"` (run_script alone, \
+                         the tools as its stubs) or `\"search\"` (run_script naming the tools, with search_tools and \
+                         describe_tools for their stubs: many tools)",
                     )
                 })?,
             },

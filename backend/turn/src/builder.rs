@@ -9,12 +9,13 @@ use super::deferred::Deferred;
 use super::error::TurnError;
 use super::events::{EventSink, NoEvents};
 use super::executor::ToolExecutor;
-use super::limits::TurnLimits;
+use super::limits::{ModelOffer, TurnLimits};
 use super::memory::MemoryAuditStore;
 use super::parked::TurnSnapshot;
 use super::policy::{AdminPolicy, UserPermissions};
 use super::precheck::PreExecutionCheck;
-use super::registry::{Tool, ToolRegistry};
+use super::registry::{Lookup, Tool, ToolRegistry};
+use super::search::{describe_tools_tool, search_tools_tool};
 use super::state::{Inner, Turn};
 use super::store::AuditStore;
 use super::tool::ToolSpec;
@@ -246,6 +247,15 @@ impl TurnBuilder {
         let registry = ToolRegistry::new();
         for tool in self.tools {
             registry.register(tool?)?;
+        }
+        if self.limits.model_offer == ModelOffer::Search {
+            // The turn's own way to find its tools: added here, so every turn
+            // offering `search` has them (a turn that registered its own keeps those).
+            for tool in [search_tools_tool()?, describe_tools_tool()?] {
+                if matches!(registry.lookup(tool.name()), Lookup::NotFound) {
+                    registry.register(tool)?;
+                }
+            }
         }
         let resumed = self.resumed.is_some();
         let (budget, precheck, runs, deadline) = match self.resumed {

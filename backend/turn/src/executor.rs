@@ -8,7 +8,7 @@ use super::error::TurnError;
 use super::limits::TurnLimits;
 use super::origin::CallOrigin;
 use super::parked::{ParkedRun, PendingCall, TurnSnapshot};
-use super::tool::{ToolDef, ToolError, ToolOutput};
+use super::tool::{ToolDef, ToolError, ToolOutput, ToolSpec};
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;
@@ -45,6 +45,10 @@ pub trait TurnAccess: Send + Sync {
     /// The tools a caller at `depth` may call: callable, not excluded from
     /// scripts, and at the deepest level none that nest.
     fn callable_tools(&self, depth: u32) -> Vec<ToolDef>;
+
+    /// [`callable_tools`](Self::callable_tools) with their whole specs
+    /// (output schemas, metadata): what the typed stubs are made from.
+    fn callable_specs(&self, depth: u32) -> Vec<ToolSpec>;
 
     /// A fresh id for a script run of this turn.
     fn next_run_id(&self) -> String;

@@ -19,6 +19,7 @@
 //! - `events`, `summary`, `guard`: events, the nested-call summary, and
 //!   the guard that makes every started call settle exactly once
 //! - `activate`: the `activate_tools` meta tool
+//! - `search`: the `search_tools` and `describe_tools` meta tools
 //! - `stubs`: the typed Python stubs a script's tools are shown as
 //! - `error`: [`TurnError`] (a turn could not be built or driven) and
 //!   [`StoreError`] (an audit store failed, its driver's error as the source)
@@ -47,6 +48,7 @@ mod parked;
 mod policy;
 mod precheck;
 mod registry;
+mod search;
 mod state;
 mod step;
 mod store;
@@ -80,6 +82,7 @@ pub use policy::{
 };
 pub use precheck::PreExecutionCheck;
 pub use registry::{ListedTool, Lookup, Tool, ToolRegistry};
+pub use search::{DESCRIBE_TOOLS_NAME, SEARCH_TOOLS_NAME, describe_tools_tool, search_tools_tool};
 pub use state::{Turn, ended_reason};
 pub use step::Step;
 pub use store::{AuditStore, Commit, StartVerdict, StoreStats, StoreWrite, TurnListing, start_verdict};

@@ -57,20 +57,27 @@ pub enum ModelOffer {
     /// the script tool's description, not a second time as functions. A turn
     /// without a script tool offers every tool.
     ScriptOnly,
+    /// The script tool with the tools' names only, and `search_tools` and
+    /// `describe_tools` to find tools by words and read the stubs of those
+    /// it needs (and `activate_tools`, and deferred tools by name): for tool
+    /// sets too large to describe in full. A turn without a script tool
+    /// offers every tool.
+    Search,
 }
 
 impl ModelOffer {
-    /// Its name in a config (`[turn] offer`): `every` or `script`.
+    /// Its name in a config (`[turn] offer`): `every`, `script` or `search`.
     pub fn as_str(self) -> &'static str {
         match self {
             ModelOffer::Every => "every",
             ModelOffer::ScriptOnly => "script",
+            ModelOffer::Search => "search",
         }
     }
 
     /// The offer named `name` ([`as_str`](Self::as_str)).
     pub fn parse(name: &str) -> Option<ModelOffer> {
-        [ModelOffer::Every, ModelOffer::ScriptOnly].into_iter().find(|offer| offer.as_str() == name)
+        [ModelOffer::Every, ModelOffer::ScriptOnly, ModelOffer::Search].into_iter().find(|offer| offer.as_str() == name)
     }
 }
 

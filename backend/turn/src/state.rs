@@ -9,13 +9,15 @@ use super::call::{CallRequest, CallResult, Failure};
 use super::error::TurnError;
 use super::events::EventSink;
 use super::executor::TurnAccess;
-use super::limits::TurnLimits;
+use super::activate::ACTIVATE_TOOLS_NAME;
+use super::limits::{ModelOffer, TurnLimits};
+use super::search::{DESCRIBE_TOOLS_NAME, SEARCH_TOOLS_NAME};
 use super::origin::CallOrigin;
 use super::policy::{AdminPolicy, UserPermissions};
 use super::precheck::PreExecutionCheck;
 use super::registry::{ListedTool, Tool, ToolRegistry};
 use super::store::AuditStore;
-use super::tool::ToolDef;
+use super::tool::{ToolDef, ToolSpec};
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
@@ -97,9 +99,11 @@ impl Turn {
     /// ([`script_stubs_at(depth + 1)`](Self::script_stubs_at)), so the model
     /// reads the Python API it writes against. A nested agent turn's model
     /// calls at the agent tool's depth + 1, so its list shrinks with depth.
-    /// Under [`ModelOffer::ScriptOnly`](super::ModelOffer::ScriptOnly) the
-    /// script tool is the only function offered (with `activate_tools`, and
-    /// deferred tools by name): the rest reach the model as its stubs.
+    /// Under [`ModelOffer::ScriptOnly`] the script tool is the only function
+    /// offered (with `activate_tools`, and deferred tools by name): the rest
+    /// reach the model as its stubs. Under [`ModelOffer::Search`] its
+    /// description names the tools only, and `search_tools` and
+    /// `describe_tools` are offered beside it.
     pub fn tools_for_model_at(&self, depth: u32) -> Vec<ListedTool> {
         let registry = &self.inner.registry;
         let found = |name: &str| match registry.lookup(name) {
@@ -117,18 +121,33 @@ impl Turn {
             .collect();
         let scripted = |name: &str| found(name).is_some_and(|tool| tool.meta().is_script_tool);
         if listed.iter().any(|tool| matches!(tool, ListedTool::Full(def) if scripted(def.name()))) {
-            if self.inner.limits.model_offer == super::limits::ModelOffer::ScriptOnly {
+            let offer = self.inner.limits.model_offer;
+            if offer != ModelOffer::Every {
+                let own = [ACTIVATE_TOOLS_NAME, SEARCH_TOOLS_NAME, DESCRIBE_TOOLS_NAME];
                 listed.retain(|tool| match tool {
-                    ListedTool::Full(def) => scripted(def.name()) || def.name() == super::activate::ACTIVATE_TOOLS_NAME,
+                    ListedTool::Full(def) => scripted(def.name()) || own.contains(&def.name()),
                     ListedTool::NameOnly(_) => true,
                 });
             }
-            let stubs = self.script_stubs_at(depth + 1);
+            let tools = match offer {
+                ModelOffer::Search => {
+                    let names: Vec<String> =
+                        registry.callable_specs(depth + 1, self.inner.limits.max_depth).into_iter().map(|spec| spec.name).collect();
+                    format!(
+                        "The tools a script can call, by name (`{DESCRIBE_TOOLS_NAME}` gives their Python \
+                         signatures, `{SEARCH_TOOLS_NAME}` finds them by words): {}.",
+                        names.join(", ")
+                    )
+                }
+                ModelOffer::Every | ModelOffer::ScriptOnly => {
+                    format!("The tools, as Python:\n```python\n{}```", self.script_stubs_at(depth + 1))
+                }
+            };
             for tool in &mut listed {
                 if let ListedTool::Full(def) = tool
                     && scripted(def.name())
                 {
-                    let description = format!("{}\n\nThe tools, as Python:\n```python\n{stubs}```", def.description());
+                    let description = format!("{}\n\n{tools}", def.description());
                     *def = ToolDef::new(def.name(), description, def.input_schema().clone());
                 }
             }
@@ -330,6 +349,10 @@ impl TurnAccess for Turn {
 
     fn callable_tools(&self, depth: u32) -> Vec<ToolDef> {
         Turn::callable_tools(self, depth)
+    }
+
+    fn callable_specs(&self, depth: u32) -> Vec<ToolSpec> {
+        self.inner.registry.callable_specs(depth, self.inner.limits.max_depth)
     }
 
     fn next_run_id(&self) -> String {

@@ -89,3 +89,50 @@ async fn a_script_only_turn_offers_the_model_the_script_tool_alone_and_a_script_
     let run = w.script("unwrap(get_contract(customer_id='c1'))['customer_id']", Value::Null).await;
     assert_eq!(script_value(&run), json!("c1"), "{run:?}");
 }
+
+#[tokio::test]
+async fn a_search_turn_names_the_tools_and_the_model_finds_and_reads_the_stubs_it_needs() {
+    let (_sidecar, client) = sidecar().await;
+    let limits = TurnLimits { model_offer: ModelOffer::Search, ..TurnLimits::default() };
+    let w = world(&client, PolicyApprover::approve_all(), |b| b.limits(limits));
+    let full: Vec<ListedTool> = w.turn.tools_for_model().into_iter().collect();
+    let offered: Vec<&str> = full
+        .iter()
+        .filter_map(|tool| match tool {
+            ListedTool::Full(def) => Some(def.name()),
+            ListedTool::NameOnly(_) => None,
+        })
+        .collect();
+    for own in ["run_script", "search_tools", "describe_tools"] {
+        assert!(offered.contains(&own), "{own}: {offered:?}");
+    }
+    assert!(!offered.contains(&"get_contract"), "not offered as a function: {offered:?}");
+    let description = full
+        .iter()
+        .find_map(|tool| match tool {
+            ListedTool::Full(def) if def.name() == "run_script" => Some(def.description().to_owned()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(description.contains("get_contract") && description.contains("describe_tools"), "{description}");
+    assert!(!description.contains("def get_contract"), "names only, no stubs: {description}");
+
+    // The model finds the tool by words, and reads its stub.
+    let found = w.model("q1", "search_tools", json!({"query": "customer contract", "limit": 2})).await;
+    let matches = found.to_model_value()["value"]["matches"].clone();
+    assert_eq!(matches[0]["name"], "get_contract", "{matches}");
+    assert!(matches.as_array().unwrap().len() <= 2, "{matches}");
+    let described = w.model("q2", "describe_tools", json!({"names": ["get_contract", "nope"]})).await;
+    let described = described.to_model_value()["value"].clone();
+    let stubs = described["stubs"].as_str().unwrap();
+    assert!(stubs.contains("def get_contract("), "{stubs}");
+    assert_eq!(stub_functions(stubs), ["get_contract"], "only the tool asked for: {stubs}");
+    assert_eq!(described["unknown"], json!(["nope"]));
+    let none = w.model("q3", "describe_tools", json!({"names": ["run_script"]})).await;
+    assert_eq!(none.error_code(), Some("tool_not_found"), "a script cannot call run_script: {none:?}");
+
+    // Scripts cannot search, and call the tool through the same checks.
+    let run = w.script("unwrap(get_contract(customer_id='c1'))['customer_id']", Value::Null).await;
+    assert_eq!(script_value(&run), json!("c1"), "{run:?}");
+    assert!(!w.turn.script_stubs().contains("search_tools"), "meta tools are not in a script's stubs");
+}
