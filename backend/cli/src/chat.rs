@@ -258,7 +258,7 @@ pub async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -
                 // Dropping the turn's future ends its calls in flight (a script
                 // run ends with its stream); each still gets its audit row.
                 live.finish_line();
-                eprintln!("(cancelled; the conversation is as it was before this message)");
+                eprintln!("(cancelled by you; the conversation is as it was before this message)");
                 continue;
             }
         };

@@ -1,26 +1,51 @@
 //! The terminal approver: the CLI's way to ask a person about each
 //! approval-required call, showing the exact arguments. It lives here, at the
 //! edge, so the turn library has no terminal in it.
+//!
+//! One reader owns the terminal: a thread reads its lines into a channel,
+//! and both the chat's `you>` prompt and the approval prompts take lines
+//! from there. Taking a line is cancellable — a prompt that times out or is
+//! cancelled (Ctrl-C) takes none and says so in one line — so no typed line
+//! is lost and none answers a prompt that is gone. On a terminal, a line
+//! typed before an approval prompt was shown is not its answer: it is kept
+//! for the chat (piped input answers in order, as a script of answers).
 
+use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tether_backend::turn::{ApprovalDecision, ApprovalRequest, Approver, CallOrigin};
+use tokio::sync::mpsc;
 
-type Io = (Box<dyn BufRead + Send>, Box<dyn Write + Send>);
+type Input = Box<dyn BufRead + Send>;
+type Output = Box<dyn Write + Send>;
 
 /// A terminal prompt for a CLI: prints the tool, the origin and the exact
-/// arguments, and reads `y`/`yes` (anything else is no) from a line of input.
-/// Default input and output: stdin and stderr. `decided_by` is the label
-/// given (e.g. `"terminal"`).
-///
-/// Prompts are asked one at a time. Reading blocks, so it runs on the blocking
-/// pool; a blocking read cannot be interrupted, so after a time-out the next
-/// line typed answers the stale prompt and is discarded (a fresh prompt
-/// follows).
+/// arguments, and reads `y`/`yes` (approve), `a`/`always` (approve this and
+/// every later call of the same tool in this process), anything else is no,
+/// from a line of input. Default input and output: stdin and stderr.
+/// `decided_by` is the label given (e.g. `"terminal"`). Prompts are asked one
+/// at a time, in the order the calls asked.
 pub struct TerminalApprover {
     label: String,
-    io: Arc<Mutex<Io>>,
+    /// The input, until the reader thread takes it at the first read.
+    input: Mutex<Option<Input>>,
+    lines: tokio::sync::Mutex<Lines>,
+    output: Arc<Mutex<Output>>,
+    /// A person types the input (a terminal), so only a line typed after a
+    /// prompt was shown answers it.
+    interactive: bool,
+    /// Tools answered "always" in this session.
+    always: Mutex<HashSet<String>>,
+}
+
+/// The lines the reader thread read, with when each was typed.
+struct Lines {
+    incoming: Option<mpsc::UnboundedReceiver<(Instant, String)>>,
+    /// Lines typed before the approval prompt that read them was shown:
+    /// the chat's, taken first by [`TerminalApprover::read_line`].
+    held: VecDeque<String>,
 }
 
 impl fmt::Debug for TerminalApprover {
@@ -32,34 +57,64 @@ impl fmt::Debug for TerminalApprover {
 impl TerminalApprover {
     /// A prompt on stdin / stderr.
     pub fn new(label: impl Into<String>) -> Self {
+        use std::io::IsTerminal as _;
+        let interactive = std::io::stdin().is_terminal();
         let input = Box::new(std::io::BufReader::new(std::io::stdin()));
-        TerminalApprover::with_io(label, input, Box::new(std::io::stderr()))
+        TerminalApprover { interactive, ..TerminalApprover::with_io(label, input, Box::new(std::io::stderr())) }
     }
 
-    /// A prompt over any line input and output (for tests, or a pty).
-    pub fn with_io(label: impl Into<String>, input: Box<dyn BufRead + Send>, output: Box<dyn Write + Send>) -> Self {
-        TerminalApprover { label: label.into(), io: Arc::new(Mutex::new((input, output))) }
+    /// A prompt over any line input and output, read in order (a script of
+    /// answers: each line answers the next prompt, whenever it came).
+    pub fn with_io(label: impl Into<String>, input: Input, output: Output) -> Self {
+        TerminalApprover {
+            label: label.into(),
+            input: Mutex::new(Some(input)),
+            lines: tokio::sync::Mutex::new(Lines { incoming: None, held: VecDeque::new() }),
+            output: Arc::new(Mutex::new(output)),
+            interactive: false,
+            always: Mutex::default(),
+        }
     }
 
-    /// Prints `prompt` and reads one line from the same input approvals are
-    /// read from (so piped input is never split between two readers).
-    /// `None` at the end of input.
+    /// The lines, the reader thread started at the first use (so a command
+    /// that never asks never reads its stdin). Waits for the prompt before.
+    async fn lines(&self) -> tokio::sync::MutexGuard<'_, Lines> {
+        let mut lines = self.lines.lock().await;
+        if let Some(input) = self.input.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            lines.incoming = Some(read_lines(input));
+        }
+        lines
+    }
+
+    fn say(&self, text: &str) {
+        let mut output = self.output.lock().unwrap_or_else(|p| p.into_inner());
+        // A terminal that cannot be written to has no one to tell.
+        let _ = output.write_all(text.as_bytes()).and_then(|()| output.flush());
+    }
+
+    /// Prints `prompt` and takes the next line of the input approvals are
+    /// read from (so a typed answer is never taken as a message, nor a
+    /// message as an answer). `None` at the end of input. Cancel safe:
+    /// dropped, it takes no line.
     ///
     /// # Errors
-    /// If the input or output fails.
+    /// Never today (kept for inputs that can fail).
     pub async fn read_line(&self, prompt: &str) -> std::io::Result<Option<String>> {
-        let io = self.io.clone();
-        let prompt = prompt.to_owned();
-        tokio::task::spawn_blocking(move || {
-            let mut io = io.lock().unwrap_or_else(|p| p.into_inner());
-            let (input, output) = &mut *io;
-            output.write_all(prompt.as_bytes())?;
-            output.flush()?;
-            let mut line = String::new();
-            Ok((input.read_line(&mut line)? > 0).then_some(line))
+        let mut lines = self.lines().await;
+        self.say(prompt);
+        if let Some(line) = lines.held.pop_front() {
+            self.say(&line);
+            return Ok(Some(line));
+        }
+        Ok(match lines.incoming.as_mut() {
+            Some(incoming) => incoming.recv().await.map(|(_, line)| line),
+            None => None,
         })
-        .await
-        .map_err(std::io::Error::other)?
+    }
+
+    fn always_approved(&self, tool: &str) -> ApprovalDecision {
+        let reason = Some(format!("always approve `{tool}` in this session"));
+        ApprovalDecision { approved: true, decided_by: self.label.clone(), reason }
     }
 
     fn prompt_text(request: &ApprovalRequest) -> String {
@@ -73,46 +128,98 @@ impl TerminalApprover {
         };
         let reason = request.reason.as_deref().map(|r| format!("\n  why approval: {r}")).unwrap_or_default();
         format!(
-            "\napproval needed: `{}` from {from}, call `{}`{reason}\n  arguments that will be sent:\n{}\napprove? [y/N] ",
+            "\napproval needed: `{}` from {from}, call `{}`{reason}\n  arguments that will be sent:\n{}\napprove? [y/N] \
+             (a: yes, and every `{}` call after it in this session) ",
             request.tool,
             request.call_id,
-            indent(&args, "    ")
+            indent(&args, "    "),
+            request.tool
         )
     }
+}
+
+/// Reads `input` line by line on a thread of its own (a blocking read cannot
+/// be cancelled, so no prompt waits in one), each line stamped with when it
+/// came; the channel closes at the end of input.
+fn read_lines(mut input: Input) -> mpsc::UnboundedReceiver<(Instant, String)> {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let reader = std::thread::Builder::new().name("tether-terminal".into()).spawn(move || {
+        loop {
+            let mut line = String::new();
+            match input.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) if sender.send((Instant::now(), line)).is_ok() => {}
+                Ok(_) => break,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read the terminal; it is taken as ended");
+                    break;
+                }
+            }
+        }
+    });
+    if let Err(error) = reader {
+        // The sender is gone with the closure: reads see the end of input, and approvals deny.
+        tracing::error!(%error, "cannot start the terminal's reader; approvals are denied");
+    }
+    receiver
 }
 
 fn indent(text: &str, by: &str) -> String {
     text.lines().map(|l| format!("{by}{l}")).collect::<Vec<_>>().join("\n")
 }
 
+/// Says, when dropped unanswered, that a shown prompt no longer waits.
+struct Shown<'a> {
+    approver: &'a TerminalApprover,
+    request: &'a ApprovalRequest,
+    answered: bool,
+}
+
+impl Drop for Shown<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.approver.say(&format!(
+                "\n(no longer asking: the wait for `{}` (call `{}`) ended — timed out or cancelled; it was not \
+                 approved, and no line typed is taken as its answer)\n",
+                self.request.tool, self.request.call_id
+            ));
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl Approver for TerminalApprover {
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
-        let text = TerminalApprover::prompt_text(request);
-        let io = self.io.clone();
-        let answer = tokio::task::spawn_blocking(move || {
-            let mut io = io.lock().unwrap_or_else(|p| p.into_inner());
-            let (input, output) = &mut *io;
-            output.write_all(text.as_bytes())?;
-            output.flush()?;
-            let mut line = String::new();
-            input.read_line(&mut line)?;
-            Ok::<_, std::io::Error>(line)
-        })
-        .await;
-        match answer {
-            Ok(Ok(line)) if matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes") => {
-                ApprovalDecision::approve(self.label.clone())
+        if self.always.lock().unwrap_or_else(|p| p.into_inner()).contains(&request.tool) {
+            self.say(&format!(
+                "\napproved `{}` (call `{}`): you answered always for it in this session\n",
+                request.tool, request.call_id
+            ));
+            return self.always_approved(&request.tool);
+        }
+        // Waiting here for an earlier prompt shows nothing: a call that
+        // settles meanwhile (its wait timed out) is never asked about.
+        let mut lines = self.lines().await;
+        self.say(&TerminalApprover::prompt_text(request));
+        let shown_at = Instant::now();
+        let mut shown = Shown { approver: self, request, answered: false };
+        let answer = loop {
+            let Some(incoming) = lines.incoming.as_mut() else { break None };
+            match incoming.recv().await {
+                None => break None,
+                Some((typed_at, line)) if self.interactive && typed_at < shown_at => lines.held.push_back(line),
+                Some((_, line)) => break Some(line),
             }
-            Ok(Ok(_)) => ApprovalDecision::deny(self.label.clone(), Some("the user said no".into())),
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "cannot read the approval answer; denying");
-                ApprovalDecision::deny(self.label.clone(), Some("the approval prompt could not be read".into()))
+        };
+        shown.answered = true;
+        match answer.as_deref().map(|line| line.trim().to_ascii_lowercase()) {
+            Some(yes) if yes == "y" || yes == "yes" => ApprovalDecision::approve(self.label.clone()),
+            Some(always) if always == "a" || always == "always" => {
+                self.always.lock().unwrap_or_else(|p| p.into_inner()).insert(request.tool.clone());
+                self.always_approved(&request.tool)
             }
-            Err(error) => {
-                tracing::error!(%error, "the approval prompt task failed; denying");
-                ApprovalDecision::deny(self.label.clone(), Some("the approval prompt failed".into()))
-            }
+            Some(_) => ApprovalDecision::deny(self.label.clone(), Some("the user said no".into())),
+            None => ApprovalDecision::deny(self.label.clone(), Some("the terminal's input ended".into())),
         }
     }
 }
@@ -162,5 +269,56 @@ mod tests {
         assert!(shown.contains("\"to\": \"dana@example.com\""), "{shown}");
         assert!(shown.contains("script run `r1`"), "{shown}");
         assert!(shown.contains("`c/1`"), "{shown}");
+    }
+
+    /// Waits until `out` shows `text` `times` times.
+    async fn shown(out: &Shared, text: &str, times: usize) {
+        while String::from_utf8_lossy(&out.0.lock().unwrap()).matches(text).count() < times {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_prompt_that_stops_waiting_says_so_takes_no_line_and_always_is_remembered() {
+        let out = Shared::default();
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let approver = TerminalApprover::with_io(
+            "terminal",
+            Box::new(std::io::BufReader::new(reader)),
+            Box::new(out.clone()),
+        );
+        {
+            // The prompt is shown, then its wait ends (a time-out, a Ctrl-C).
+            let asked = request("send_email");
+            let asking = approver.decide(&asked);
+            tokio::select! {
+                _ = asking => panic!("nothing was typed"),
+                () = shown(&out, "approve? [y/N]", 1) => {}
+            }
+        }
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("(no longer asking: the wait for `send_email` (call `c/1`) ended"), "{text}");
+
+        // The line typed next answers the next prompt, not the one that went.
+        writeln!(writer, "y").unwrap();
+        assert_eq!(approver.decide(&request("send_email")).await, ApprovalDecision::approve("terminal"));
+
+        // `a` approves this call and every later one of the same tool, unasked.
+        writeln!(writer, "a").unwrap();
+        let always = approver.decide(&request("wire")).await;
+        assert!(always.approved && always.reason.as_deref() == Some("always approve `wire` in this session"));
+        let again = approver.decide(&request("wire")).await;
+        assert!(again.approved, "not asked again");
+        writeln!(writer, "n").unwrap();
+        assert!(!approver.decide(&request("send_email")).await.approved, "another tool is still asked");
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.matches("approve? [y/N]").count(), 4, "{text}");
+        assert!(text.contains("you answered always for it in this session"), "{text}");
+
+        // A chat line read after the prompts is the next line typed.
+        writeln!(writer, "hello").unwrap();
+        assert_eq!(approver.read_line("you> ").await.unwrap().as_deref(), Some("hello\n"));
+        drop(writer);
+        assert_eq!(approver.read_line("you> ").await.unwrap(), None, "the end of input");
     }
 }

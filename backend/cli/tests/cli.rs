@@ -251,6 +251,23 @@ impl Tmux {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+
+    /// Waits until the screen shows `text` `times` times (at most 60 s).
+    async fn wait_for_count(&self, text: &str, times: usize) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen.matches(text).count() >= times {
+                return screen;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "`{text}` never appeared {times}×; the screen:\n{screen}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn press(&self, key: &str) {
+        assert!(Command::new("tmux").args(["send-keys", "-t", &self.name, key]).status().unwrap().success());
+    }
 }
 
 impl Drop for Tmux {
@@ -300,7 +317,7 @@ async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(Command::new("tmux").args(["send-keys", "-t", &tmux.name, "C-c"]).status().unwrap().success());
-    tmux.wait_for("(cancelled; the conversation is as it was").await;
+    tmux.wait_for("(cancelled by you; the conversation is as it was").await;
     tmux.type_line("/exit");
     let screen = tmux.wait_for("tether-exited-").await;
     assert!(screen.contains("tether-exited-0"), "{screen}");
@@ -332,6 +349,72 @@ async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
         "{sent}"
     );
     assert_eq!(rows["ledger"][0]["state"], "settled", "{rows}");
+}
+
+/// Issue 27: a prompt that timed out or was cancelled says so, takes no
+/// line, and the chat goes on — the next prompt gets the next answer, and
+/// the next message reaches the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_or_cancelled_approval_prompt_says_so_and_swallows_no_line() {
+    let scratch = Scratch::new();
+    let demo = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/demo.toml")).unwrap();
+    let config = scratch.path("tether.toml");
+    std::fs::write(&config, format!("{demo}\n[turn]\napproval_timeout = \"3s\"\n")).unwrap();
+    let mail = |to: &str| format!("send_email(to='{to}', subject='Contract ended', body='Hello')");
+    let both = format!("a = {}\nb = {}\n[a['ok'], b['ok']]", mail("dana@example.com"), mail("erin@example.com"));
+    let model = FakeModel::start(vec![
+        call("c1", "run_script", json!({"code": both})),
+        Reply::Text("Two emails tried.".into()),
+        Reply::Echo("you said: ".into()),
+        call("c2", "run_script", json!({"code": mail("frank@example.com")})),
+        Reply::Echo("you said: ".into()),
+    ])
+    .await;
+    let command = format!(
+        "{TETHER} --audit-store {} --demo-db {} chat --config {} --base-url {} --model fake; echo tether-exited-$?; sleep 30",
+        scratch.store(),
+        scratch.path("demo.db").display(),
+        config.display(),
+        model.base_url
+    );
+    let tmux = Tmux::start(&format!("tether-chat-stale-{}", std::process::id()), &command);
+    tmux.wait_for("you> ").await;
+    tmux.type_line("Email dana and erin.");
+    // dana's prompt is left to time out: it says so, and takes no line.
+    tmux.wait_for_count("approve? [y/N]", 1).await;
+    let screen = tmux.wait_for("(no longer asking: the wait for `send_email`").await;
+    assert!(screen.contains("it was not approved"), "{screen}");
+    // erin's prompt is the next one, and `y` answers it.
+    tmux.wait_for_count("approve? [y/N]", 2).await;
+    tmux.type_line("y");
+    tmux.wait_for("Two emails tried.").await;
+    tmux.wait_for_count("you> ", 2).await;
+    tmux.type_line("thanks");
+    tmux.wait_for("you said: thanks").await;
+
+    // Ctrl-C at a prompt cancels the turn, and the next line is a message.
+    tmux.type_line("Email frank.");
+    tmux.wait_for_count("approve? [y/N]", 3).await;
+    tmux.press("C-c");
+    let screen = tmux.wait_for("(cancelled by you;").await;
+    assert_eq!(screen.matches("(no longer asking").count(), 2, "{screen}");
+    tmux.wait_for_count("you> ", 4).await;
+    tmux.type_line("hello again");
+    tmux.wait_for("you said: hello again").await;
+    tmux.type_line("/exit");
+    let screen = tmux.wait_for("tether-exited-").await;
+    assert!(screen.contains("tether-exited-0"), "{screen}");
+
+    assert_eq!(model.tool_result(1, "c1")["value"]["result"], json!([false, true]), "dana timed out, erin approved");
+    let outbox = rusqlite::Connection::open(scratch.path("demo.db")).unwrap();
+    let sent: Vec<String> = outbox
+        .prepare("SELECT to_addr FROM outbox ORDER BY id")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(sent, ["erin@example.com"], "only the approved email went out");
 }
 
 /// Issue 26: the audit keeps what ran. A 7 KB script (over the 4 KiB
