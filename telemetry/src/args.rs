@@ -7,11 +7,11 @@ use crate::setup::{LogFormat, TelemetryConfig};
 pub struct TelemetryArgs {
     /// Log lines on stderr as `text`, or `json` (one object per line, with
     /// the fields of the enclosing spans).
-    #[arg(long, global = true, env = "TETHER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, global = true, env = "TETHER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, help_heading = "Logging (every command)")]
     pub log_format: LogFormat,
     /// Export spans to the OpenTelemetry collector at this OTLP/gRPC URL
     /// (e.g. `http://localhost:4317`). Default: no export.
-    #[arg(long, global = true, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    #[arg(long, global = true, env = "OTEL_EXPORTER_OTLP_ENDPOINT", help_heading = "Logging (every command)")]
     pub otlp_endpoint: Option<String>,
 }
 

@@ -22,12 +22,14 @@ use tether_cli::demo::{self, DemoWorld};
 use tether_cli::listing;
 use tether_cli::parked;
 use tether_cli::waiting;
-use tether_cli::wiring::{Approval, Backend, BackendArgs, Source, audit_store_url};
+use tether_cli::wiring::{Approval, Backend, BackendArgs, DemoDbArgs, SidecarArgs, Source, StoreArgs, audit_store_url};
 use tether_telemetry::TelemetryArgs;
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Run LLM-written scripts whose tool calls come back to the turn")]
 struct Cli {
+    /// The backend flags given before the command (each command also takes
+    /// those it uses after its name, and lists them in its `--help`).
     #[command(flatten)]
     backend: BackendArgs,
     #[command(flatten)]
@@ -39,10 +41,14 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Email the owners of last week's issues whose customer's contract has ended.
+    #[command(after_help = "Examples:\n  tether demo\n  tether demo --gather\n  tether demo --approval later    \
+                            # park at the first email; then `tether pending`, `tether approve --turn ID --all`")]
     Demo {
         /// Batch the contract look-ups with asyncio.gather.
         #[arg(long)]
         gather: bool,
+        #[command(flatten)]
+        backend: BackendArgs,
     },
     /// Run a Python script file against the configured tools (default: the
     /// demo world's list_issues, get_contract, send_email).
@@ -56,19 +62,28 @@ enum Command {
         /// The tools' configuration (see examples/tether.toml).
         #[arg(long)]
         config: Option<PathBuf>,
+        #[command(flatten)]
+        backend: BackendArgs,
     },
     /// Talk to a model over the configured tools: each message is a turn in
     /// which the model calls tools, writes scripts and asks peer agents,
     /// every call checked, approved (on this terminal) and audited.
+    #[command(after_help = "Examples:\n  tether chat --config tether.toml\n  \
+                            tether chat --base-url http://localhost:11434/v1 --model qwen3    # Ollama\n\
+                            At an approval prompt: y approves, a approves the tool for the session, anything else denies.")]
     Chat {
         /// The tools' and agents' configuration (see examples/tether.toml).
         #[arg(long)]
         config: Option<PathBuf>,
         #[command(flatten)]
         model: ModelChoice,
+        #[command(flatten)]
+        backend: BackendArgs,
     },
     /// Ask a model one question over the configured tools; prints the answer,
     /// the calls and any approval-required action that ran, as JSON.
+    #[command(after_help = "Examples:\n  tether ask \"Which contracts end this month?\" --config tether.toml\n  \
+                            tether ask \"Email the owners\" --approval later    # park; answer with `tether approve`")]
     Ask {
         /// The question.
         question: String,
@@ -77,6 +92,8 @@ enum Command {
         config: Option<PathBuf>,
         #[command(flatten)]
         model: ModelChoice,
+        #[command(flatten)]
+        backend: BackendArgs,
     },
     /// Print the typed Python API a script sees for the configured tools
     /// (what the `run_script` tool's description embeds).
@@ -87,6 +104,8 @@ enum Command {
         /// As the model of an agent of the config sees them (its agent tools included).
         #[arg(long)]
         agent: Option<String>,
+        #[command(flatten)]
+        world: DemoDbArgs,
     },
     /// Print exactly what the model is sent each round besides the
     /// conversation — the system prompt and the tools, run_script's stubs
@@ -102,6 +121,8 @@ enum Command {
         /// As JSON: `{"system_prompt", "tools", "bytes"}`.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        world: DemoDbArgs,
     },
     /// List the configured tools with their metadata, and each MCP server's state.
     Tools {
@@ -111,6 +132,8 @@ enum Command {
         /// Exit with status 1 when an MCP server is not running (for CI).
         #[arg(long)]
         check: bool,
+        #[command(flatten)]
+        world: DemoDbArgs,
     },
     /// Write a commented starter tether.toml — or, with --from, one with the
     /// MCP servers of an MCP client's config.
@@ -137,6 +160,8 @@ enum Command {
     /// Show a turn's audit rows and ledger from the audit store, nested calls
     /// indented under their parent.
     #[command(group(clap::ArgGroup::new("which_turn").required(true).args(["turn", "last", "list"])))]
+    #[command(after_help = "Examples:\n  tether audit --last\n  tether audit --list --limit 5\n  \
+                            tether audit --turn ID --code approval_denied\n  tether audit --turn ID --script c1 > script.py")]
     Audit {
         /// The turn (`chat`, `ask`, `run` and `demo` print it).
         #[arg(long)]
@@ -162,6 +187,8 @@ enum Command {
         /// Print the script of this `run_script` call, as the model wrote it.
         #[arg(long, value_name = "CALL", conflicts_with_all = ["run", "code", "json"])]
         script: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// List the calls that parked runs wait on (`--approval later`): turn,
     /// call id, tool, exact arguments, since when.
@@ -172,9 +199,14 @@ enum Command {
         /// As JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Approve calls a parked run waits on, and resume the run to its end
     /// (on `--sidecar`, or an embedded one); prints its outcome as `run` does.
+    #[command(after_help = "Examples:\n  tether approve --turn ID --all\n  \
+                            tether approve --turn ID --call c1/2 --as dana --reason \"checked the contract\"\n  \
+                            tether approve --turn ID --all --take-over    # the process that resumed it was killed")]
     Approve(AnswerArgs),
     /// Deny calls a parked run waits on, and resume the run to its end: the
     /// script gets `approval_denied` for each.
@@ -192,7 +224,34 @@ enum Command {
         /// The tools' configuration (default: the one each run parked with).
         #[arg(long)]
         config: Option<PathBuf>,
+        #[command(flatten)]
+        resume: ResumeArgs,
     },
+}
+
+/// The backend flags of the commands that resume parked runs (no
+/// `--approval`: the command's verdict answers).
+#[derive(Debug, Clone, clap::Args)]
+struct ResumeArgs {
+    #[command(flatten)]
+    sidecar: SidecarArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    world: DemoDbArgs,
+}
+
+impl ResumeArgs {
+    /// The backend they choose, each flag not given taken from `before`.
+    fn backend(&self, before: &BackendArgs) -> BackendArgs {
+        let here = BackendArgs {
+            sidecar: self.sidecar.clone(),
+            approval: None,
+            store: self.store.clone(),
+            world: self.world.clone(),
+        };
+        BackendArgs { approval: None, ..here.or(before) }
+    }
 }
 
 /// Which waiting calls `approve` and `deny` answer.
@@ -221,6 +280,8 @@ struct AnswerArgs {
     /// The tools' configuration (default: the one the run parked with).
     #[arg(long)]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    resume: ResumeArgs,
 }
 
 impl AnswerArgs {
@@ -281,10 +342,12 @@ fn config_file(flag: &Option<PathBuf>) -> Option<PathBuf> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let demo_db = || cli.backend.demo_db.clone();
+    let before = &cli.backend;
+    let demo_db = |world: &DemoDbArgs| world.or(&before.world).demo_db;
+    let store = |store: &StoreArgs| audit_store_url(&store.or(&before.store));
     match &cli.command {
-        Command::Tools { config, check } => {
-            let source = Source::load(config_file(config), demo_db())?;
+        Command::Tools { config, check, world } => {
+            let source = Source::load(config_file(config), demo_db(world))?;
             let tools = ToolSet::start(&source.config.tools).await?;
             let servers = tools.servers().await;
             print!("{}", listing::render(&source.config.path, &tools, &servers));
@@ -300,12 +363,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Prompt { config, agent, json } => {
-            let source = Source::load(config_file(config), demo_db())?;
+        Command::Prompt { config, agent, json, world } => {
+            let source = Source::load(config_file(config), demo_db(world))?;
             let agents = source.config.agents.clone();
             let agent = agent.clone().or_else(|| agents.agents.contains_key("main").then(|| "main".to_owned()));
             // Nothing runs, so nothing is approved: said by no one.
-            let quiet = BackendArgs { approval: Some(Approval::Deny), ..cli.backend.clone() };
+            let quiet = BackendArgs { approval: Some(Approval::Deny), ..BackendArgs::default() };
             let backend = Backend::start(&quiet, source, Approval::Deny).await?;
             let prompt = chat::prompt(&backend, agent.as_deref(), agents);
             backend.stop_reporting(false).await?;
@@ -334,84 +397,88 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             clap_complete::generate(*shell, &mut Cli::command(), "tether", &mut std::io::stdout());
             Ok(())
         }
-        Command::Stubs { config, agent } => {
-            let source = Source::load(config_file(config), demo_db())?;
+        Command::Stubs { config, agent, world } => {
+            let source = Source::load(config_file(config), demo_db(world))?;
             print!("{}", listing::stubs(source, agent.clone()).await?);
             Ok(())
         }
-        Command::Audit { list: true, limit, json, .. } => {
-            print!("{}", audit::list(&audit_store_url(&cli.backend)?, *limit, *json).await?);
+        Command::Audit { list: true, limit, json, store: flags, .. } => {
+            print!("{}", audit::list(&store(flags)?, *limit, *json).await?);
             Ok(())
         }
-        Command::Audit { turn, script: Some(call), .. } => {
+        Command::Audit { turn, script: Some(call), store: flags, .. } => {
             let which = audit::Which::from_args(turn.clone());
-            print!("{}", audit::script(&audit_store_url(&cli.backend)?, &which, call).await?);
+            print!("{}", audit::script(&store(flags)?, &which, call).await?);
             Ok(())
         }
-        Command::Audit { turn, run, code, json, script: None, .. } => {
+        Command::Audit { turn, run, code, json, script: None, store: flags, .. } => {
             let filter = audit::Filter { run: run.clone(), code: code.clone() };
             let which = audit::Which::from_args(turn.clone());
-            print!("{}", audit::show(&audit_store_url(&cli.backend)?, &which, &filter, *json).await?);
+            print!("{}", audit::show(&store(flags)?, &which, &filter, *json).await?);
             Ok(())
         }
-        Command::Pending { turn, json } => {
-            print!("{}", waiting::pending(&audit_store_url(&cli.backend)?, turn.as_deref(), *json).await?);
+        Command::Pending { turn, json, store: flags } => {
+            print!("{}", waiting::pending(&store(flags)?, turn.as_deref(), *json).await?);
             Ok(())
         }
         Command::Approve(which) => {
-            let outcome = parked::answer(&cli.backend, which.answer(parked::Verdict::Approve)).await?;
+            let outcome = parked::answer(&which.resume.backend(before), which.answer(parked::Verdict::Approve)).await?;
             print_outcome(&outcome, "the script did not complete")
         }
         Command::Deny(which) => {
-            let outcome = parked::answer(&cli.backend, which.answer(parked::Verdict::Deny)).await?;
+            let outcome = parked::answer(&which.resume.backend(before), which.answer(parked::Verdict::Deny)).await?;
             print_outcome(&outcome, "the script did not complete")
         }
-        Command::Expire { turn, take_over, config } => {
-            let outcomes = parked::expire(&cli.backend, turn.as_deref(), *take_over, config.clone()).await?;
+        Command::Expire { turn, take_over, config, resume } => {
+            let outcomes = parked::expire(&resume.backend(before), turn.as_deref(), *take_over, config.clone()).await?;
             println!("{}", serde_json::to_string_pretty(&outcomes)?);
             Ok(())
         }
-        Command::Chat { .. } if cli.backend.approval == Some(Approval::Later) => {
+        Command::Chat { backend, .. } if backend.or(before).approval == Some(Approval::Later) => {
             anyhow::bail!(
                 "`--approval later` parks a turn in the audit store and ends; a chat goes on from turn to turn \
                  on this terminal: use `--approval ask` here, or `tether ask --approval later` for one question"
             )
         }
-        Command::Chat { config, model } => {
-            let source = Source::load(config_file(config), demo_db())?;
+        Command::Chat { config, model, backend } => {
+            let flags = backend.or(before);
+            let source = Source::load(config_file(config), flags.world.demo_db.clone())?;
             let (agent, agents) = model.resolve(&source.config.agents)?;
-            let backend = Backend::start(&cli.backend, source, Approval::Ask).await?;
+            let backend = Backend::start(&flags, source, Approval::Ask).await?;
             let outcome = chat::chat_loop(&backend, agent, agents).await;
             backend.stop().await?;
             outcome
         }
-        Command::Ask { question, config, model } => {
-            let source = Source::load(config_file(config), demo_db())?;
+        Command::Ask { question, config, model, backend } => {
+            let flags = backend.or(before);
+            let source = Source::load(config_file(config), flags.world.demo_db.clone())?;
             let (agent, agents) = model.resolve(&source.config.agents)?;
             let default = Approval::headless_default(&source);
-            let backend = Backend::start(&cli.backend, source, default).await?;
+            let backend = Backend::start(&flags, source, default).await?;
             let outcome = chat::ask(&backend, agent, agents, question).await;
             backend.stop().await?;
             print_outcome(&outcome?, "the model gave no answer")
         }
-        Command::Demo { gather } => {
+        Command::Demo { gather, backend } => {
+            let flags = backend.or(before);
             let (script, name) = if *gather {
                 (demo::SCRIPT_GATHER, "examples/contracts_gather.py")
             } else {
                 (demo::SCRIPT, "examples/contracts.py")
             };
-            let source = Source::load(None, demo_db())?;
-            run_script(&cli.backend, source, script.to_owned(), DemoWorld::input(), name).await
+            let source = Source::load(None, flags.world.demo_db.clone())?;
+            run_script(&flags, source, script.to_owned(), DemoWorld::input(), name).await
         }
-        Command::Run { file, input, config } => {
+        Command::Run { file, input, config, backend } => {
+            let flags = backend.or(before);
             let code = std::fs::read_to_string(file).with_context(|| format!("cannot read `{}`", file.display()))?;
             let input = match input {
                 Some(json) => serde_json::from_str(json).context("--input is not valid JSON")?,
                 None if config.is_none() => DemoWorld::input(),
                 None => Value::Null,
             };
-            let source = Source::load(config_file(config), demo_db())?;
-            run_script(&cli.backend, source, code, input, &file.display().to_string()).await
+            let source = Source::load(config_file(config), flags.world.demo_db.clone())?;
+            run_script(&flags, source, code, input, &file.display().to_string()).await
         }
     }
 }
@@ -465,10 +532,43 @@ mod tests {
         let after = [&["tether", "run", "s.py"][..], &flags].concat();
         for argv in [before, after] {
             let cli = Cli::try_parse_from(&argv).unwrap();
-            assert_eq!(cli.backend.sidecar.as_deref(), Some("unix:/s"), "{argv:?}");
-            assert_eq!(cli.backend.approval, Some(Approval::Deny), "{argv:?}");
-            assert_eq!(cli.backend.audit_store.as_deref(), Some("memory:"), "{argv:?}");
-            assert_eq!(cli.backend.demo_db, Some(PathBuf::from("d.db")), "{argv:?}");
+            let Command::Run { backend, .. } = &cli.command else { panic!("{argv:?}") };
+            let merged = backend.or(&cli.backend);
+            assert_eq!(merged.sidecar.address.as_deref(), Some("unix:/s"), "{argv:?}");
+            assert_eq!(merged.approval, Some(Approval::Deny), "{argv:?}");
+            assert_eq!(merged.store.audit_store.as_deref(), Some("memory:"), "{argv:?}");
+            assert_eq!(merged.world.demo_db, Some(PathBuf::from("d.db")), "{argv:?}");
         }
+        // After the command, the flag given there wins.
+        let both = Cli::try_parse_from(["tether", "--audit-store", "a.db", "audit", "--last", "--audit-store", "b.db"]);
+        let Command::Audit { store, .. } = &both.unwrap().command else { panic!() };
+        assert_eq!(store.audit_store.as_deref(), Some("b.db"));
+    }
+
+    #[test]
+    fn each_commands_help_lists_only_the_flags_it_uses() {
+        use clap::CommandFactory as _;
+        let help = |name: &str| {
+            let mut command = Cli::command();
+            command.build();
+            command.find_subcommand_mut(name).unwrap().render_long_help().to_string()
+        };
+        let init = help("init");
+        for flag in ["--sidecar", "--approval", "--audit-store", "--demo-db", "--park-key-file"] {
+            assert!(!init.contains(flag), "`init` uses no {flag}:\n{init}");
+        }
+        let audit = help("audit");
+        assert!(audit.contains("--audit-store") && !audit.contains("--demo-db") && !audit.contains("--sidecar"));
+        assert!(audit.contains("Examples:") && audit.contains("tether audit --last"), "{audit}");
+        let approve = help("approve");
+        assert!(approve.contains("--sidecar <") && approve.contains("--park-key-file <"), "{approve}");
+        assert!(!approve.contains("--approval <"), "the verdict answers: {approve}");
+        let run = help("run");
+        for flag in ["--sidecar", "--approval", "--audit-store", "--demo-db", "--park-key-file"] {
+            assert!(run.contains(flag), "`run` uses {flag}:\n{run}");
+        }
+        // A flag a command does not use is refused after it, and named.
+        let refused = Cli::try_parse_from(["tether", "audit", "--last", "--demo-db", "d.db"]).unwrap_err().to_string();
+        assert!(refused.contains("--demo-db"), "{refused}");
     }
 }

@@ -69,7 +69,7 @@ pub struct Answer {
 /// If nothing of the turn waits, the call is not one that waits, another
 /// process holds the run, or the backend cannot be started.
 pub async fn answer(args: &BackendArgs, answer: Answer) -> anyhow::Result<Value> {
-    let url = audit_store_url(args)?;
+    let url = audit_store_url(&args.store)?;
     let runs = {
         let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
         store.parked_runs(Some(&answer.turn)).await?
@@ -105,7 +105,7 @@ pub async fn answer(args: &BackendArgs, answer: Answer) -> anyhow::Result<Value>
     let owned = |key: &str| owner.get(key).and_then(Value::as_str).map(PathBuf::from);
     let source = Source::reopen(
         answer.config.clone().or_else(|| owned("config")),
-        args.demo_db.clone().or_else(|| owned("demo_db")),
+        args.world.demo_db.clone().or_else(|| owned("demo_db")),
     )?;
     if answer.verdict == Verdict::Expire {
         let wait = source.config.turn.limits.approval_timeout;
@@ -262,7 +262,7 @@ pub async fn expire(
     take_over: bool,
     config: Option<PathBuf>,
 ) -> anyhow::Result<Value> {
-    let url = audit_store_url(args)?;
+    let url = audit_store_url(&args.store)?;
     let runs = {
         let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
         store.parked_runs(turn).await?

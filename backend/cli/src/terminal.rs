@@ -282,11 +282,8 @@ mod tests {
     async fn a_prompt_that_stops_waiting_says_so_takes_no_line_and_always_is_remembered() {
         let out = Shared::default();
         let (reader, mut writer) = std::io::pipe().unwrap();
-        let approver = TerminalApprover::with_io(
-            "terminal",
-            Box::new(std::io::BufReader::new(reader)),
-            Box::new(out.clone()),
-        );
+        let approver =
+            TerminalApprover::with_io("terminal", Box::new(std::io::BufReader::new(reader)), Box::new(out.clone()));
         {
             // The prompt is shown, then its wait ends (a time-out, a Ctrl-C).
             let asked = request("send_email");

@@ -31,35 +31,99 @@ use tether_sidecar::{ParkKey, SidecarConfig};
 /// (a cold start compiles the Python runtime: seconds to a minute).
 const SIDECAR_READY_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// The flags, shared by every command, that choose its backend.
+/// The flags that choose a command's backend, each command taking those it
+/// uses (so its `--help` lists only those). They are also accepted before
+/// the command (`tether --audit-store URL audit …`), for the commands that
+/// use them: [`or`](Self::or) merges the two places, the command's first.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BackendArgs {
-    /// Use the sidecar at this address (`http://host:port` or `unix:/path`)
-    /// instead of one embedded in this process.
-    #[arg(long, global = true, env = "TETHER_SIDECAR")]
-    pub sidecar: Option<String>,
+    /// Which sidecar.
+    #[command(flatten)]
+    pub sidecar: SidecarArgs,
     /// Who approves calls that need approval. Default: `ask` for `chat`; for
     /// `run` and `ask` with a config of your own, `ask` on a terminal and
     /// `deny` without one; `allow-all` for the demo world's tools (it says so).
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, value_enum)]
     pub approval: Option<Approval>,
-    /// Where the audit log and effect ledger go, as a URL: `sqlite:PATH` or a
-    /// plain path (default: a SQLite file in the temp directory),
-    /// `postgres://USER@HOST:PORT/DATABASE` (many backend replicas), or
-    /// `memory:` (see docs/audit.md).
-    #[arg(long, global = true, env = "TETHER_AUDIT_STORE", alias = "audit-db", value_name = "URL")]
-    pub audit_store: Option<String>,
-    /// Create the demo world's database here and keep it (default: a fresh
-    /// file in the temp directory, removed afterwards). Configs read its path
-    /// as `${TETHER_DEMO_DB}`.
-    #[arg(long, global = true)]
-    pub demo_db: Option<PathBuf>,
+    /// Which audit store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Which demo database.
+    #[command(flatten)]
+    pub world: DemoDbArgs,
+}
+
+/// Which sidecar runs the scripts (`--sidecar`, `--park-key-file`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SidecarArgs {
+    /// Use the sidecar at this address (`http://host:port` or `unix:/path`)
+    /// instead of one embedded in this process.
+    #[arg(long = "sidecar", env = "TETHER_SIDECAR", value_name = "ADDRESS")]
+    pub address: Option<String>,
     /// The key an embedded sidecar seals parked runs with, so that a run
     /// parked by `--approval later` resumes in another process (`tether
     /// approve`): at least 32 secret bytes, made on first use (default:
     /// `$XDG_STATE_HOME/tether/park.key`, or `~/.local/state/tether/park.key`).
-    #[arg(long, global = true, env = "TETHER_PARK_KEY_FILE", value_name = "PATH")]
+    #[arg(long, env = "TETHER_PARK_KEY_FILE", value_name = "PATH")]
     pub park_key_file: Option<PathBuf>,
+}
+
+/// Where the audit log and effect ledger are (`--audit-store`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct StoreArgs {
+    /// Where the audit log and effect ledger go, as a URL: `sqlite:PATH` or a
+    /// plain path (default: a SQLite file in the temp directory),
+    /// `postgres://USER@HOST:PORT/DATABASE` (many backend replicas), or
+    /// `memory:` (see docs/audit.md).
+    #[arg(long, env = "TETHER_AUDIT_STORE", alias = "audit-db", value_name = "URL")]
+    pub audit_store: Option<String>,
+}
+
+/// Where the demo world's database is (`--demo-db`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DemoDbArgs {
+    /// Create the demo world's database here and keep it (default: a fresh
+    /// file in the temp directory, removed afterwards). Configs read its path
+    /// as `${TETHER_DEMO_DB}`.
+    #[arg(long, value_name = "PATH")]
+    pub demo_db: Option<PathBuf>,
+}
+
+impl BackendArgs {
+    /// These flags, each one not given taken from `before` (the same flags
+    /// given before the command).
+    pub fn or(&self, before: &BackendArgs) -> BackendArgs {
+        BackendArgs {
+            sidecar: self.sidecar.or(&before.sidecar),
+            approval: self.approval.or(before.approval),
+            store: self.store.or(&before.store),
+            world: self.world.or(&before.world),
+        }
+    }
+}
+
+impl SidecarArgs {
+    /// As [`BackendArgs::or`].
+    pub fn or(&self, before: &SidecarArgs) -> SidecarArgs {
+        SidecarArgs {
+            address: self.address.clone().or_else(|| before.address.clone()),
+            park_key_file: self.park_key_file.clone().or_else(|| before.park_key_file.clone()),
+        }
+    }
+}
+
+impl StoreArgs {
+    /// As [`BackendArgs::or`].
+    pub fn or(&self, before: &StoreArgs) -> StoreArgs {
+        StoreArgs { audit_store: self.audit_store.clone().or_else(|| before.audit_store.clone()) }
+    }
+}
+
+impl DemoDbArgs {
+    /// As [`BackendArgs::or`].
+    pub fn or(&self, before: &DemoDbArgs) -> DemoDbArgs {
+        DemoDbArgs { demo_db: self.demo_db.clone().or_else(|| before.demo_db.clone()) }
+    }
 }
 
 /// Who approves the calls that need approval (`--approval`).
@@ -315,7 +379,7 @@ impl Backend {
             Approval::Later => Arc::new(DeferredApprover),
         };
         let durable = approval == Approval::Later;
-        if durable && audit_store_url(args)? == AuditStoreUrl::Memory {
+        if durable && audit_store_url(&args.store)? == AuditStoreUrl::Memory {
             source.finish(false)?;
             anyhow::bail!(
                 "`--approval later` leaves waiting runs in the audit store for another process to answer, and \
@@ -350,18 +414,18 @@ impl Backend {
         durable: bool,
     ) -> anyhow::Result<Backend> {
         let tools = Arc::new(ToolSet::start(&source.config.tools).await?);
-        let embedded = match &args.sidecar {
+        let embedded = match &args.sidecar.address {
             Some(_) => None,
             None => {
                 let mut config = SidecarConfig::default();
                 if durable {
-                    let path = args.park_key_file.clone().unwrap_or_else(tether_sidecar::default_park_key_file);
+                    let path = args.sidecar.park_key_file.clone().unwrap_or_else(tether_sidecar::default_park_key_file);
                     config.park.key = Some(ParkKey::load_or_make(&path)?);
                 }
                 Some(EmbeddedSidecar::start(config).await.context("cannot start the embedded sidecar")?)
             }
         };
-        let address = match (&args.sidecar, &embedded) {
+        let address = match (&args.sidecar.address, &embedded) {
             (Some(address), _) => address.clone(),
             (None, Some(embedded)) => embedded.local_url(),
             (None, None) => unreachable!("an embedded sidecar is started when none is named"),
@@ -375,14 +439,14 @@ impl Backend {
         let client =
             SidecarClient::connect_with(&address, &tether_backend::ConnectOptions { auth, ..Default::default() })
                 .await?;
-        if args.sidecar.is_some() {
+        if args.sidecar.address.is_some() {
             // A sidecar just started loads its runtimes first, and refuses runs meanwhile.
             client
                 .wait_ready(SIDECAR_READY_WAIT)
                 .await
                 .with_context(|| format!("the sidecar at `{address}` is not ready for runs"))?;
         }
-        let audit_url = audit_store_url(args)?;
+        let audit_url = audit_store_url(&args.store)?;
         let audit = audit_url.open().await.with_context(|| format!("cannot open the audit store `{audit_url}`"))?;
         let setup = TurnSetup { approver, audit, events: Arc::new(PrintEvents), turn: source.config.turn.clone() };
         let script_tool = ScriptTool::new(client).parking(durable).owner(source.owner());
@@ -486,7 +550,7 @@ impl Backend {
 ///
 /// # Errors
 /// If the URL is not one of the forms `--audit-store` takes.
-pub fn audit_store_url(args: &BackendArgs) -> anyhow::Result<AuditStoreUrl> {
+pub fn audit_store_url(args: &StoreArgs) -> anyhow::Result<AuditStoreUrl> {
     Ok(match &args.audit_store {
         Some(url) => AuditStoreUrl::parse(url)?,
         None => AuditStoreUrl::Sqlite(std::env::temp_dir().join("tether-demo-audit.db")),
@@ -521,7 +585,7 @@ mod tests {
         let source = Source::load(None, Some(dir.path().join("demo.db"))).unwrap();
         let args = BackendArgs {
             approval: Some(Approval::Later),
-            audit_store: Some("memory:".into()),
+            store: StoreArgs { audit_store: Some("memory:".into()) },
             ..BackendArgs::default()
         };
         let refused = Backend::start(&args, source, Approval::AllowAll).await.unwrap_err().to_string();

@@ -260,7 +260,10 @@ impl Tmux {
             if screen.matches(text).count() >= times {
                 return screen;
             }
-            assert!(start.elapsed() < Duration::from_secs(60), "`{text}` never appeared {times}×; the screen:\n{screen}");
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "`{text}` never appeared {times}×; the screen:\n{screen}"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

@@ -91,15 +91,21 @@ pub fn describe_tools_tool() -> Result<Tool, TurnError> {
     Tool::new(
         spec,
         executor_fn(|context: ToolContext, args: Value| async move {
-            let names: Vec<&str> =
-                args.get("names").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            let names: Vec<&str> = args
+                .get("names")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
             let specs = context.turn.callable_specs(context.depth() + 1);
             let (known, unknown): (Vec<&str>, Vec<&str>) =
                 names.iter().partition(|name| specs.iter().any(|spec| spec.name == **name));
             if known.is_empty() {
                 return Err(ToolError::new(
                     Code::ToolNotFound.as_str(),
-                    format!("a script can call no tool named {}; `search_tools` finds them by words", unknown.join(", ")),
+                    format!(
+                        "a script can call no tool named {}; `search_tools` finds them by words",
+                        unknown.join(", ")
+                    ),
                 ));
             }
             let chosen: Vec<ToolSpec> = specs.into_iter().filter(|spec| known.contains(&spec.name.as_str())).collect();
@@ -159,6 +165,10 @@ mod tests {
         assert_eq!(names("EMAIL"), ["send_email"], "case does not matter");
         assert_eq!(names("issue"), ["list_issues"], "a word's start matches a longer word");
         assert_eq!(names("weather"), Vec::<&str>::new(), "nothing shares a word");
-        assert_eq!(names("a"), ["get_contract", "list_issues", "send_email"], "a short word must match whole (not `an`)");
+        assert_eq!(
+            names("a"),
+            ["get_contract", "list_issues", "send_email"],
+            "a short word must match whole (not `an`)"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! store, the turn-wide cap, the deadline and the cancellation token. Built
 //! by [`TurnBuilder`](super::TurnBuilder).
 
+use super::activate::ACTIVATE_TOOLS_NAME;
 use super::approval::Approver;
 use super::audit::{AuditRecord, LedgerEntry, Redactor};
 use super::budget::CallBudget;
@@ -9,13 +10,12 @@ use super::call::{CallRequest, CallResult, Failure};
 use super::error::TurnError;
 use super::events::EventSink;
 use super::executor::TurnAccess;
-use super::activate::ACTIVATE_TOOLS_NAME;
 use super::limits::{ModelOffer, TurnLimits};
-use super::search::{DESCRIBE_TOOLS_NAME, SEARCH_TOOLS_NAME};
 use super::origin::CallOrigin;
 use super::policy::{AdminPolicy, UserPermissions};
 use super::precheck::PreExecutionCheck;
 use super::registry::{ListedTool, Tool, ToolRegistry};
+use super::search::{DESCRIBE_TOOLS_NAME, SEARCH_TOOLS_NAME};
 use super::store::AuditStore;
 use super::tool::{ToolDef, ToolSpec};
 use serde_json::Value;
@@ -131,8 +131,11 @@ impl Turn {
             }
             let tools = match offer {
                 ModelOffer::Search => {
-                    let names: Vec<String> =
-                        registry.callable_specs(depth + 1, self.inner.limits.max_depth).into_iter().map(|spec| spec.name).collect();
+                    let names: Vec<String> = registry
+                        .callable_specs(depth + 1, self.inner.limits.max_depth)
+                        .into_iter()
+                        .map(|spec| spec.name)
+                        .collect();
                     format!(
                         "The tools a script can call, by name (`{DESCRIBE_TOOLS_NAME}` gives their Python \
                          signatures, `{SEARCH_TOOLS_NAME}` finds them by words): {}.",

@@ -329,7 +329,9 @@ impl McpServer {
                 let left = Leavings { tail, read_all, exit };
                 let service = match client_info().serve(transport).await {
                     Ok(service) => service,
-                    Err(e) => return Err(format!("it did not initialize: {e}{}", left.describe(EXIT_STATUS_WAIT).await)),
+                    Err(e) => {
+                        return Err(format!("it did not initialize: {e}{}", left.describe(EXIT_STATUS_WAIT).await));
+                    }
                 };
                 let peer = service.peer().clone();
                 Ok(Connection { service, peer, generation, left: Some(left), _stderr_reader: reader })
