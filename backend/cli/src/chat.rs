@@ -148,6 +148,12 @@ impl Session {
         &self.agent
     }
 
+    /// Forgets the conversation: the next message starts a new one (turns
+    /// keep their numbering, so ids stay unique).
+    pub fn reset(&mut self) {
+        self.conversation.clear();
+    }
+
     /// A new turn over the tools, `run_script` and this agent's agent tools,
     /// opened (its id claimed in the audit store).
     async fn turn(&mut self) -> anyhow::Result<Turn> {
@@ -232,11 +238,13 @@ pub async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -
     // terminal, so a typed answer is never taken as a message.
     let terminal = backend.terminal.clone().unwrap_or_else(|| Arc::new(TerminalApprover::new("terminal")));
     eprintln!(
-        "chatting with agent `{}` over {} tools and run_script, on the sidecar at {} (end with Ctrl-D or /exit)",
+        "chatting with agent `{}` over {} tools and run_script, on the sidecar at {} (/help for commands; end \
+         with Ctrl-D or /exit)",
         session.agent(),
         backend.tools.tools().len(),
         backend.address
     );
+    let mut last_turn: Option<String> = None;
     loop {
         // Ctrl-C at the prompt ends the chat; during a turn it cancels the turn.
         let line = tokio::select! {
@@ -250,6 +258,13 @@ pub async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -
         }
         if message == "/exit" {
             break;
+        }
+        if message.starts_with('/') {
+            match slash_command(backend, &mut session, last_turn.as_deref(), message).await {
+                Ok(text) => eprint!("{text}"),
+                Err(error) => eprintln!("({error:#})"),
+            }
+            continue;
         }
         eprint!("{}> ", session.agent());
         let (turn, run) = tokio::select! {
@@ -276,8 +291,46 @@ pub async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -
             }
         }
         eprintln!("(turn {}: {} calls; {})", turn.id(), turn.audit_log().await?.len(), backend.audit_hint(turn.id()));
+        last_turn = Some(turn.id().to_owned());
     }
     Ok(())
+}
+
+/// What `/help` lists.
+const SLASH_HELP: &str = "\
+/help    these commands
+/tools   the tools the model and its scripts can call
+/audit   the last turn's calls, as `tether audit` shows them
+/reset   forget the conversation; the next message starts a new one
+/exit    end the chat (or Ctrl-D); Ctrl-C during a turn cancels it
+";
+
+/// Runs the chat's `/command` `line`; the text to show.
+async fn slash_command(
+    backend: &Backend,
+    session: &mut Session,
+    last_turn: Option<&str>,
+    line: &str,
+) -> anyhow::Result<String> {
+    match line {
+        "/help" => Ok(SLASH_HELP.to_owned()),
+        "/tools" => {
+            let servers = backend.tools.servers().await;
+            Ok(crate::listing::render(backend.config_path(), &backend.tools, &servers))
+        }
+        "/audit" => match last_turn {
+            None => Ok("no turn yet: the first message opens one\n".to_owned()),
+            Some(turn) => {
+                let which = crate::audit::Which::Turn(turn.to_owned());
+                crate::audit::show(backend.audit_url(), &which, &crate::audit::Filter::default(), false).await
+            }
+        },
+        "/reset" => {
+            session.reset();
+            Ok("(the conversation is forgotten; the next message starts a new one)\n".to_owned())
+        }
+        other => anyhow::bail!("`{other}` is not a command; /help lists them"),
+    }
 }
 
 /// `tether prompt`: exactly what the model of `agent` (of `agents`; `None`:

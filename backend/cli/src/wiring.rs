@@ -459,6 +459,11 @@ impl Backend {
         &self.audit_url
     }
 
+    /// The config file the tools came from (the demo world's for the demo).
+    pub fn config_path(&self) -> &std::path::Path {
+        &self.source.config.path
+    }
+
     /// True when what waits for a person parks in the audit store (`--approval
     /// later`, and every resume).
     pub fn parks(&self) -> bool {

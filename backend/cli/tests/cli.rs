@@ -5,6 +5,7 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -418,6 +419,45 @@ async fn a_timed_out_or_cancelled_approval_prompt_says_so_and_swallows_no_line()
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(sent, ["erin@example.com"], "only the approved email went out");
+}
+
+/// Issue 27: the chat's commands — /help, /tools, /audit, /reset, and an
+/// unknown one named — over piped input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_commands_list_tools_show_the_last_turn_and_reset_the_conversation() {
+    let scratch = Scratch::new();
+    let model = FakeModel::start_repeating(vec![], Some(Reply::Echo("you said: ".into()))).await;
+    let mut chat = Command::new(TETHER)
+        .args(["--audit-store", &scratch.store(), "--demo-db"])
+        .arg(scratch.path("demo.db"))
+        .args(["chat", "--base-url", &model.base_url, "--model", "fake"])
+        .env_remove("TETHER_DEMO_DB")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = "/audit\n/help\n/tools\nfirst message\n/audit\n/reset\nsecond message\n/nope\n/exit\n";
+    chat.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
+    let output = tokio::task::block_in_place(|| chat.wait_with_output()).unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(err.contains("no turn yet"), "/audit before any turn: {err}");
+    assert!(err.contains("/reset   forget the conversation"), "/help: {err}");
+    assert!(err.contains("send_email") && err.contains("get_contract"), "/tools: {err}");
+    assert!(err.contains("you said: first message") && err.contains("you said: second message"), "{err}");
+    assert!(err.contains(": 0 calls"), "/audit shows the last turn: {err}");
+    assert!(err.contains("`/nope` is not a command; /help lists them"), "{err}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "commands never reach the model");
+    let said: Vec<&str> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, ["second message"], "/reset forgot the first message");
 }
 
 /// Issue 26: the audit keeps what ran. A 7 KB script (over the 4 KiB
