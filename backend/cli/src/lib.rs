@@ -18,6 +18,7 @@
 //! - [`embedded`]: a sidecar in the same process, served on loopback
 //! - [`interrupt`]: Ctrl-C and SIGTERM cancel `run`'s and `ask`'s turn, which is recorded
 //! - [`terminal`]: the terminal approver (asks a person, shows the exact arguments)
+//! - [`paint`]: colour on a terminal (ok, a tool's error, a failure, a prompt)
 //! - [`answer_all`]: the approver of `--approval allow-all` and `approve --all`
 //!   (one answer for every call, each printed and counted)
 //! - [`waiting`]: `tether pending` — what parked runs and agent turns wait on
@@ -33,6 +34,7 @@ pub mod embedded;
 pub mod init;
 pub mod interrupt;
 pub mod listing;
+pub mod paint;
 pub mod parked;
 pub mod terminal;
 pub mod turn;

@@ -10,6 +10,7 @@
 //! typed before an approval prompt was shown is not its answer: it is kept
 //! for the chat (piped input answers in order, as a script of answers).
 
+use crate::paint::{Tone, paint};
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::io::{BufRead, Write};
@@ -128,11 +129,13 @@ impl TerminalApprover {
         };
         let reason = request.reason.as_deref().map(|r| format!("\n  why approval: {r}")).unwrap_or_default();
         format!(
-            "\napproval needed: `{}` from {from}, call `{}`{reason}\n  arguments that will be sent:\n{}\napprove? [y/N] \
+            "\n{}: `{}` from {from}, call `{}`{reason}\n  arguments that will be sent:\n{}\n{} \
              (a: yes, and every `{}` call after it in this session) ",
+            paint(Tone::Ask, "approval needed"),
             request.tool,
             request.call_id,
             indent(&args, "    "),
+            paint(Tone::Ask, "approve? [y/N]"),
             request.tool
         )
     }

@@ -2,6 +2,7 @@
 //! so the script's calls go through the same checks, approval and audit log
 //! as the model's.
 
+use crate::paint::{Tone, paint};
 use std::sync::Arc;
 use tether_backend::tools::{ToolSet, TurnSection};
 use tether_backend::turn::{
@@ -101,11 +102,15 @@ impl EventSink for PrintEvents {
                 eprintln!("{indent}→ {call_id} {tool} {args}");
             }
             ToolEvent::ToolCompleted { call_id, error_code, duration, .. } => {
-                let status = error_code.as_deref().map_or("ok".to_owned(), |code| format!("tool error `{code}`"));
+                let status = match error_code.as_deref() {
+                    None => paint(Tone::Ok, "ok"),
+                    Some(code) => paint(Tone::Warn, &format!("tool error `{code}`")),
+                };
                 eprintln!("{indent}← {call_id} {status} ({:.1} ms)", duration.as_secs_f64() * 1000.0);
             }
             ToolEvent::ToolFailed { call_id, code, message, .. } => {
-                eprintln!("{indent}✗ {call_id} {} — {message}", code.display_name());
+                let failed = paint(Tone::Failed, &format!("✗ {call_id} {}", code.display_name()));
+                eprintln!("{indent}{failed} — {message}");
             }
         }
     }

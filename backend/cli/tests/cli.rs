@@ -305,6 +305,10 @@ async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
         screen.contains("approval needed: `send_email`") && screen.contains("\"to\": \"dana@example.com\""),
         "{screen}"
     );
+    let coloured = Command::new("tmux").args(["capture-pane", "-p", "-e", "-t", &tmux.name]).output().unwrap();
+    let coloured = String::from_utf8_lossy(&coloured.stdout);
+    let prompt_line = coloured.lines().find(|line| line.contains("approve? [y/N]")).unwrap_or_default();
+    assert!(prompt_line.contains('\u{1b}'), "the prompt in colour on a terminal: {coloured:?}");
     tmux.type_line("y");
     let screen = tmux.wait_for("The email to dana went out.").await;
     assert!(screen.contains("⇢ model calls run_script (c1)"), "the live view shows the model's call:\n{screen}");
@@ -551,6 +555,7 @@ async fn run_denies_without_a_terminal_asks_on_one_and_allow_all_says_what_it_ap
     let headless = run(&["run", script_arg, "--config", config_arg, "--input", "{}"]);
     let said = String::from_utf8_lossy(&headless.stderr).into_owned();
     assert!(said.contains("no terminal to ask on, so calls that need approval are denied"), "{said}");
+    assert!(said.contains("✗ ") && !said.contains('\u{1b}'), "no colour in a pipe: {said:?}");
     assert_eq!(result(&headless)[0], json!(false), "{said}");
     assert_eq!(result(&headless)[1]["code"], json!("approval_denied"));
 
