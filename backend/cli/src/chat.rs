@@ -266,7 +266,7 @@ pub async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -
             }
             continue;
         }
-        eprint!("{}> ", session.agent());
+        live.begin_answer(&format!("{}> ", session.agent()));
         let (turn, run) = tokio::select! {
             sent = session.send(message) => sent?,
             _ = tokio::signal::ctrl_c() => {
@@ -471,12 +471,14 @@ pub async fn ask_report(turn: &Turn, run: &AgentRun) -> anyhow::Result<Value> {
 }
 
 /// Shows an agent turn live on stderr: the model's text as it streams, each
-/// tool call it makes, and nested agent turns, indented by depth. (The calls
-/// scripts make are shown by the turn's own events.)
+/// tool call it makes, and nested agent turns, indented by depth; on a
+/// terminal, a spinner while the model thinks (from its request to its first
+/// text or call). (The calls scripts make are shown by the turn's own events.)
 #[derive(Debug, Default)]
 pub struct LiveView {
     /// Whether the last thing printed was streamed text without a newline.
     mid_line: std::sync::Mutex<bool>,
+    spinner: crate::paint::Spinner,
 }
 
 impl LiveView {
@@ -484,6 +486,7 @@ impl LiveView {
     /// with `None` only ends streamed text; one lock, so tokens never
     /// interleave with it.
     fn end_line_then(&self, text: Option<&str>) {
+        self.spinner.stop();
         let mut mid = self.mid_line.lock().unwrap_or_else(|p| p.into_inner());
         let mut err = std::io::stderr().lock();
         if std::mem::take(&mut *mid) {
@@ -498,6 +501,11 @@ impl LiveView {
         self.end_line_then(Some(text));
     }
 
+    /// Starts the line the answer streams on with `prefix` (e.g. `main> `).
+    pub fn begin_answer(&self, prefix: &str) {
+        self.spinner.line_starts_with(prefix);
+    }
+
     /// Ends streamed text with a newline, if it is mid-line.
     pub fn finish_line(&self) {
         self.end_line_then(None);
@@ -507,8 +515,9 @@ impl LiveView {
 impl AgentEventSink for LiveView {
     fn emit(&self, event: &AgentEvent) {
         match event {
-            AgentEvent::ModelRequest { .. } => {}
+            AgentEvent::ModelRequest { .. } => self.spinner.start("thinking"),
             AgentEvent::Token { text, .. } => {
+                self.spinner.stop();
                 let mut mid = self.mid_line.lock().unwrap_or_else(|p| p.into_inner());
                 let mut err = std::io::stderr().lock();
                 let _ = write!(err, "{text}");

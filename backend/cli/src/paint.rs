@@ -1,10 +1,12 @@
-//! Colour for what a person reads on stderr: ok in green, a tool's error in
-//! yellow, a failure in red, an approval prompt in bold yellow — only when
-//! stderr is a terminal and `NO_COLOR` is not set, so a file or a pipe gets
-//! plain text.
+//! What a person reads on stderr, made for a terminal: colour (ok in green,
+//! a tool's error in yellow, a failure in red, an approval prompt in bold
+//! yellow) when `NO_COLOR` is not set, and a spinner while something is
+//! waited for. A file or a pipe gets plain text and no spinner.
 
 use anstyle::{AnsiColor, Style};
-use std::sync::OnceLock;
+use std::io::Write as _;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// What a piece of text says, and so its colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,13 +32,84 @@ impl Tone {
     }
 }
 
+/// Whether stderr is a terminal.
+pub fn terminal() -> bool {
+    static TERMINAL: OnceLock<bool> = OnceLock::new();
+    *TERMINAL.get_or_init(|| std::io::IsTerminal::is_terminal(&std::io::stderr()))
+}
+
 /// Whether stderr gets colour: a terminal, and no `NO_COLOR` (no-color.org).
 pub fn colour_on() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| {
-        use std::io::IsTerminal as _;
-        std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-    })
+    terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// A spinner on stderr's current line (`main> ⠋ thinking 3s`), on a
+/// terminal only. Whoever prints next stops it first ([`stop`](Self::stop)
+/// puts the line back as it was before the spinner). Its task is owned here:
+/// stopped, or dropped with it.
+#[derive(Debug, Default)]
+pub struct Spinner {
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// What the line held before the spinner (e.g. `main> `).
+    line_start: Mutex<String>,
+}
+
+/// The spinner's frames.
+const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+impl Spinner {
+    /// Prints `text`, which the line starts with (and which the spinner,
+    /// if it spins on this line, leaves in place).
+    pub fn line_starts_with(&self, text: &str) {
+        self.stop();
+        write_now(text.as_bytes());
+        *self.line_start.lock().unwrap_or_else(|p| p.into_inner()) = text.to_owned();
+    }
+
+    /// Spins `label` until [`stop`](Self::stop) (a running one is replaced).
+    /// Nothing on a file or pipe, or outside a Tokio runtime.
+    pub fn start(&self, label: &str) {
+        if let Some(spinning) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            spinning.abort();
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        if !terminal() {
+            return;
+        }
+        let start = self.line_start.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let label = format!("{start}{label}");
+        let task = runtime.spawn(async move {
+            let started = Instant::now();
+            for frame in FRAMES.iter().cycle() {
+                let line = format!("\r{label} {frame} {}s", started.elapsed().as_secs());
+                write_now(line.as_bytes());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        *self.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+    }
+
+    /// Stops the spinner and clears its line, if it spins.
+    pub fn stop(&self) {
+        // Once something else prints, the line moves on: nothing is left to keep.
+        let start = std::mem::take(&mut *self.line_start.lock().unwrap_or_else(|p| p.into_inner()));
+        if let Some(task) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            task.abort();
+            write_now(format!("\r\x1b[K{start}").as_bytes());
+        }
+    }
+}
+
+/// Writes `bytes` to stderr at once (a terminal that cannot be written to has no one to tell).
+fn write_now(bytes: &[u8]) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(bytes).and_then(|()| err.flush());
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// `text` in `tone`'s colour when `on`, else as it is.

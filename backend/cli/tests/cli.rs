@@ -316,7 +316,7 @@ async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
     // The conversation carries over: the second message is the next turn.
     tmux.wait_for("you> ").await;
     tmux.type_line("thanks");
-    tmux.wait_for("you said: thanks").await;
+    tmux.wait_for("main> you said: thanks").await;
     // A turn that hangs is cancelled with Ctrl-C, and the chat goes on.
     tmux.type_line("wait forever");
     let asked = Instant::now();
@@ -324,8 +324,11 @@ async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
         assert!(asked.elapsed() < Duration::from_secs(60), "the fourth message never reached the model");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // While the model thinks, a spinner says so; Ctrl-C clears it.
+    tmux.wait_for("thinking").await;
     assert!(Command::new("tmux").args(["send-keys", "-t", &tmux.name, "C-c"]).status().unwrap().success());
-    tmux.wait_for("(cancelled by you; the conversation is as it was").await;
+    let screen = tmux.wait_for("(cancelled by you; the conversation is as it was").await;
+    assert!(!screen.contains("thinking"), "the spinner's line is cleared:\n{screen}");
     tmux.type_line("/exit");
     let screen = tmux.wait_for("tether-exited-").await;
     assert!(screen.contains("tether-exited-0"), "{screen}");
