@@ -7,6 +7,7 @@
 //! - [`turn`]: the CLI's turn — the configured tools and `run_script` in one list
 //! - [`chat`]: `tether chat` and `tether ask` — the agent loop on the model the
 //!   user names, the chat's read loop and the live view
+//! - [`model`]: which model a command talks to (`--agent`, or `--base-url` and `--model`)
 //! - [`listing`]: `tether tools` and `tether stubs` — the tools with their
 //!   metadata, and the typed Python API a script sees
 //! - [`init`]: `tether init` — a starter `tether.toml`, or one converted from
@@ -34,6 +35,7 @@ pub mod embedded;
 pub mod init;
 pub mod interrupt;
 pub mod listing;
+pub mod model;
 pub mod paint;
 pub mod parked;
 pub mod terminal;

@@ -4,7 +4,7 @@
 //! offered. `tether stubs`: the typed Python API a script sees, made from a
 //! turn's own tool list.
 
-use crate::chat::ModelChoice;
+use crate::model::ModelChoice;
 use crate::wiring::Source;
 use std::fmt::Write;
 use std::sync::Arc;
