@@ -188,19 +188,15 @@ pub async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -
             continue;
         }
         live.begin_answer(&format!("{}> ", session.agent()));
-        let (turn, run) = tokio::select! {
-            sent = session.send(message) => sent?,
-            _ = tokio::signal::ctrl_c() => {
-                // Dropping the turn's future ends its calls in flight (a script
-                // run ends with its stream); each still gets its audit row.
-                live.finish_line();
-                eprintln!("(cancelled by you; the conversation is as it was before this message)");
-                continue;
-            }
-        };
+        // Ctrl-C cancels the turn: its calls in flight end as `cancelled`,
+        // each with its audit row, and the conversation is kept as it was.
+        let (turn, run, interrupted) = session.send_until(message, tokio::signal::ctrl_c()).await?;
         live.finish_line();
         match &run.result {
             Ok(_) => {}
+            Err(_) if interrupted.is_some() => {
+                eprintln!("(cancelled by you; the conversation is as it was before this message)");
+            }
             Err(error) => {
                 eprintln!("(no answer: {error})");
                 for action in &run.possibly_executed {

@@ -409,6 +409,8 @@ async fn a_timed_out_or_cancelled_approval_prompt_says_so_and_swallows_no_line()
     tmux.press("C-c");
     let screen = tmux.wait_for("(cancelled by you;").await;
     assert_eq!(screen.matches("(no longer asking").count(), 2, "{screen}");
+    let frank = screen.lines().find(|line| line.contains("✗ c2/1")).unwrap_or_default();
+    assert!(frank.to_lowercase().contains("cancel"), "the call is cancelled with the turn:\n{screen}");
     tmux.wait_for_count("you> ", 4).await;
     tmux.type_line("hello again");
     tmux.wait_for("you said: hello again").await;
