@@ -208,13 +208,10 @@ impl ChatEndpoint {
             let cut: String = text.chars().take(ERROR_BODY_BYTES).collect();
             return Err(self.failed(format!("HTTP {status}: {cut}")));
         }
-        let streamed = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_none_or(|value| value.starts_with("text/event-stream"));
-        if !streamed {
-            return self.whole(response, on_token).await;
+        let kind = response.headers().get(reqwest::header::CONTENT_TYPE).and_then(|value| value.to_str().ok());
+        if let Some(kind) = kind.filter(|kind| !kind.starts_with("text/event-stream")) {
+            let kind = kind.to_owned();
+            return self.whole(response, &kind, on_token).await;
         }
         let mut events = response.bytes_stream().eventsource();
         let mut message = AssistantMessage::default();
@@ -264,19 +261,15 @@ impl ChatEndpoint {
         Ok(message)
     }
 
-    /// The answer of an endpoint that sent one JSON completion instead of a
-    /// stream: that completion, its text given to `on_token` at once.
+    /// The answer of an endpoint that sent one JSON completion (content
+    /// type `kind`) instead of a stream: that completion, its text given to
+    /// `on_token` at once.
     async fn whole(
         &self,
         response: reqwest::Response,
+        kind: &str,
         mut on_token: impl FnMut(&str) + Send,
     ) -> Result<AssistantMessage, AgentError> {
-        let kind = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
         let text = response.text().await.map_err(|e| self.failed(format!("its answer broke off: {e}")))?;
         let not_a_completion = |why: &str| {
             let cut: String = text.chars().take(ERROR_BODY_BYTES).collect();

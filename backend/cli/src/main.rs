@@ -245,13 +245,12 @@ struct ResumeArgs {
 impl ResumeArgs {
     /// The backend they choose, each flag not given taken from `before`.
     fn backend(&self, before: &BackendArgs) -> BackendArgs {
-        let here = BackendArgs {
-            sidecar: self.sidecar.clone(),
+        BackendArgs {
+            sidecar: self.sidecar.or(&before.sidecar),
             approval: None,
-            store: self.store.clone(),
-            world: self.world.clone(),
-        };
-        BackendArgs { approval: None, ..here.or(before) }
+            store: self.store.or(&before.store),
+            world: self.world.or(&before.world),
+        }
     }
 }
 

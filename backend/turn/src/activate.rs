@@ -20,26 +20,16 @@ pub fn activate_tools_tool() -> Result<Tool, TurnError> {
     let spec = ToolSpec::new(
         ACTIVATE_TOOLS_NAME,
         "Activate deferred tools (listed by name only) so they can be called, also from scripts.",
-        json!({
-            "type": "object",
-            "properties": {"names": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
-            "required": ["names"],
-            "additionalProperties": false
-        }),
+        names_schema(),
     )
     .meta_tool()
     .read_only();
     Tool::new(
         spec,
         executor_fn(|context: ToolContext, args: Value| async move {
-            let names: Vec<String> = args
-                .get("names")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-                .unwrap_or_default();
             let (mut activated, mut unknown) = (Vec::new(), Vec::new());
-            for name in names {
-                match context.turn.activate(&name) {
+            for name in names_of(&args) {
+                match context.turn.activate(name) {
                     Ok(_) => activated.push(name),
                     Err(_) => unknown.push(name),
                 }
@@ -53,4 +43,23 @@ pub fn activate_tools_tool() -> Result<Tool, TurnError> {
             Ok(ToolOutput::new(json!({"activated": activated, "unknown": unknown})))
         }),
     )
+}
+
+/// The arguments of a meta tool that takes tool names: `{"names": [...]}`,
+/// at least one.
+pub(crate) fn names_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"names": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
+        "required": ["names"],
+        "additionalProperties": false
+    })
+}
+
+/// The names in arguments of [`names_schema`]'s shape.
+pub(crate) fn names_of(args: &Value) -> Vec<&str> {
+    args.get("names")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
 }

@@ -6,6 +6,7 @@
 //! Both read the tools a script the model starts may call (one level below
 //! the caller), so they show exactly what a script can call.
 
+use super::activate::{names_of, names_schema};
 use super::error::TurnError;
 use super::executor::{ToolContext, executor_fn};
 use super::registry::Tool;
@@ -78,12 +79,7 @@ pub fn describe_tools_tool() -> Result<Tool, TurnError> {
     let spec = ToolSpec::new(
         DESCRIBE_TOOLS_NAME,
         "The Python signatures (typed stubs, with their docs) of the named tools, as a script calls them.",
-        json!({
-            "type": "object",
-            "properties": {"names": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
-            "required": ["names"],
-            "additionalProperties": false
-        }),
+        names_schema(),
     )
     .meta_tool()
     .read_only()
@@ -91,11 +87,7 @@ pub fn describe_tools_tool() -> Result<Tool, TurnError> {
     Tool::new(
         spec,
         executor_fn(|context: ToolContext, args: Value| async move {
-            let names: Vec<&str> = args
-                .get("names")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
+            let names = names_of(&args);
             let specs = context.turn.callable_specs(context.depth() + 1);
             let (known, unknown): (Vec<&str>, Vec<&str>) =
                 names.iter().partition(|name| specs.iter().any(|spec| spec.name == **name));

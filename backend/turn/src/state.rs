@@ -131,11 +131,8 @@ impl Turn {
             }
             let tools = match offer {
                 ModelOffer::Search => {
-                    let names: Vec<String> = registry
-                        .callable_specs(depth + 1, self.inner.limits.max_depth)
-                        .into_iter()
-                        .map(|spec| spec.name)
-                        .collect();
+                    let callable = self.callable_tools(depth + 1);
+                    let names: Vec<&str> = callable.iter().map(ToolDef::name).collect();
                     format!(
                         "The tools a script can call, by name (`{DESCRIBE_TOOLS_NAME}` gives their Python \
                          signatures, `{SEARCH_TOOLS_NAME}` finds them by words): {}.",
@@ -168,7 +165,13 @@ impl Turn {
     /// The typed Python stubs of the tools a script whose calls are at
     /// `depth` may call (exclusions and the depth limit applied).
     pub fn script_stubs_at(&self, depth: u32) -> String {
-        super::stubs::python_stubs(&self.inner.registry.callable_specs(depth, self.inner.limits.max_depth))
+        super::stubs::python_stubs(&self.callable_specs(depth))
+    }
+
+    /// [`callable_tools`](Self::callable_tools) with their whole specs
+    /// (output schemas, metadata): what the typed stubs are made from.
+    pub fn callable_specs(&self, depth: u32) -> Vec<ToolSpec> {
+        self.inner.registry.callable_specs(depth, self.inner.limits.max_depth)
     }
 
     /// The tools a caller at `depth` may call, as a script whose calls are
@@ -355,7 +358,7 @@ impl TurnAccess for Turn {
     }
 
     fn callable_specs(&self, depth: u32) -> Vec<ToolSpec> {
-        self.inner.registry.callable_specs(depth, self.inner.limits.max_depth)
+        Turn::callable_specs(self, depth)
     }
 
     fn next_run_id(&self) -> String {
