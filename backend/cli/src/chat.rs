@@ -210,6 +210,7 @@ pub async fn chat_loop(backend: &Backend, agent: String, agents: AgentsConfig) -
         eprintln!("(turn {}: {} calls; {})", turn.id(), turn.audit_log().await?.len(), backend.audit_hint(turn.id()));
         last_turn = Some(turn.id().to_owned());
     }
+    terminal.settle().await;
     Ok(())
 }
 

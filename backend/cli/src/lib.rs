@@ -34,6 +34,7 @@ pub mod demo_db;
 pub mod embedded;
 pub mod init;
 pub mod interrupt;
+mod line_editor;
 pub mod listing;
 pub mod model;
 pub mod paint;

@@ -9,7 +9,10 @@
 //! is lost and none answers a prompt that is gone. On a terminal, a line
 //! typed before an approval prompt was shown is not its answer: it is kept
 //! for the chat (piped input answers in order, as a script of answers).
+//! There the chat's own line is edited, with history
+//! ([`crate::line_editor`]).
 
+use crate::line_editor::{self, Asked, Desk, Typed};
 use crate::paint::{Tone, paint};
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
@@ -31,7 +34,7 @@ type Output = Box<dyn Write + Send>;
 pub struct TerminalApprover {
     label: String,
     /// The input, until the reader thread takes it at the first read.
-    input: Mutex<Option<Input>>,
+    input: Mutex<Option<Source>>,
     lines: tokio::sync::Mutex<Lines>,
     output: Arc<Mutex<Output>>,
     /// A person types the input (a terminal), so only a line typed after a
@@ -41,9 +44,19 @@ pub struct TerminalApprover {
     always: Mutex<HashSet<String>>,
 }
 
+/// Where lines come from.
+enum Source {
+    /// Any line input, read plainly.
+    Plain(Input),
+    /// The terminal on stdin, the chat's lines edited, with this history file.
+    Edited(Option<std::path::PathBuf>),
+}
+
 /// The lines the reader thread read, with when each was typed.
 struct Lines {
-    incoming: Option<mpsc::UnboundedReceiver<(Instant, String)>>,
+    incoming: Option<mpsc::UnboundedReceiver<Typed>>,
+    /// Where the chat asks for an edited line ([`Source::Edited`]).
+    desk: Option<Arc<Desk>>,
     /// Lines typed before the approval prompt that read them was shown:
     /// the chat's, taken first by [`TerminalApprover::read_line`].
     held: VecDeque<String>,
@@ -56,12 +69,18 @@ impl fmt::Debug for TerminalApprover {
 }
 
 impl TerminalApprover {
-    /// A prompt on stdin / stderr.
+    /// A prompt on stdin / stderr. On a terminal the chat's lines are
+    /// edited, with the history in [`line_editor::history_file`].
     pub fn new(label: impl Into<String>) -> Self {
         use std::io::IsTerminal as _;
         let interactive = std::io::stdin().is_terminal();
         let input = Box::new(std::io::BufReader::new(std::io::stdin()));
-        TerminalApprover { interactive, ..TerminalApprover::with_io(label, input, Box::new(std::io::stderr())) }
+        let approver = TerminalApprover::with_io(label, input, Box::new(std::io::stderr()));
+        if line_editor::editable() {
+            *approver.input.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Source::Edited(line_editor::history_file()));
+        }
+        TerminalApprover { interactive, ..approver }
     }
 
     /// A prompt over any line input and output, read in order (a script of
@@ -69,8 +88,8 @@ impl TerminalApprover {
     pub fn with_io(label: impl Into<String>, input: Input, output: Output) -> Self {
         TerminalApprover {
             label: label.into(),
-            input: Mutex::new(Some(input)),
-            lines: tokio::sync::Mutex::new(Lines { incoming: None, held: VecDeque::new() }),
+            input: Mutex::new(Some(Source::Plain(input))),
+            lines: tokio::sync::Mutex::new(Lines { incoming: None, desk: None, held: VecDeque::new() }),
             output: Arc::new(Mutex::new(output)),
             interactive: false,
             always: Mutex::default(),
@@ -81,8 +100,13 @@ impl TerminalApprover {
     /// that never asks never reads its stdin). Waits for the prompt before.
     async fn lines(&self) -> tokio::sync::MutexGuard<'_, Lines> {
         let mut lines = self.lines.lock().await;
-        if let Some(input) = self.input.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            lines.incoming = Some(read_lines(input));
+        match self.input.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(Source::Plain(input)) => lines.incoming = Some(read_lines(input)),
+            Some(Source::Edited(history)) => {
+                let (incoming, desk) = line_editor::spawn(history);
+                (lines.incoming, lines.desk) = (Some(incoming), Some(desk));
+            }
+            None => {}
         }
         lines
     }
@@ -95,22 +119,54 @@ impl TerminalApprover {
 
     /// Prints `prompt` and takes the next line of the input approvals are
     /// read from (so a typed answer is never taken as a message, nor a
-    /// message as an answer). `None` at the end of input. Cancel safe:
-    /// dropped, it takes no line.
+    /// message as an answer); on a terminal, a line not typed yet is edited
+    /// at the prompt's last line. `None` at the end of input (or Ctrl-C or
+    /// Ctrl-D in the editor). Cancel safe: dropped, it takes no line (an
+    /// editor already started still sends its line, to the next read).
     ///
     /// # Errors
     /// Never today (kept for inputs that can fail).
     pub async fn read_line(&self, prompt: &str) -> std::io::Result<Option<String>> {
         let mut lines = self.lines().await;
-        self.say(prompt);
-        if let Some(line) = lines.held.pop_front() {
+        let Lines { incoming, desk, held } = &mut *lines;
+        if let Some(line) = held.pop_front() {
+            self.say(prompt);
             self.say(&line);
+            if let Some(desk) = desk {
+                desk.taken(line.clone());
+            }
             return Ok(Some(line));
         }
-        Ok(match lines.incoming.as_mut() {
-            Some(incoming) => incoming.recv().await.map(|(_, line)| line),
-            None => None,
-        })
+        let Some(incoming) = incoming.as_mut() else { return Ok(None) };
+        let Some(desk) = desk.clone() else {
+            self.say(prompt);
+            return Ok(incoming.recv().await.map(|(_, line)| line));
+        };
+        let (lead, last) = match prompt.rfind('\n') {
+            Some(end) => prompt.split_at(end + 1),
+            None => ("", prompt),
+        };
+        match desk.ask(incoming, last) {
+            Err(()) => Ok(None),
+            Ok(Asked::Ready(line)) => {
+                self.say(prompt);
+                self.say(&line);
+                Ok(Some(line))
+            }
+            Ok(Asked::Waiting(_withdrawn_if_dropped)) => {
+                self.say(lead);
+                Ok(incoming.recv().await.map(|(_, line)| line))
+            }
+        }
+    }
+
+    /// Waits briefly until every line the chat read is in the history file
+    /// (call it when the chat ends; nothing to wait for without an editor).
+    pub async fn settle(&self) {
+        let desk = self.lines.lock().await.desk.clone();
+        if let Some(desk) = desk {
+            desk.settled().await;
+        }
     }
 
     fn always_approved(&self, tool: &str) -> ApprovalDecision {
@@ -144,7 +200,7 @@ impl TerminalApprover {
 /// Reads `input` line by line on a thread of its own (a blocking read cannot
 /// be cancelled, so no prompt waits in one), each line stamped with when it
 /// came; the channel closes at the end of input.
-fn read_lines(mut input: Input) -> mpsc::UnboundedReceiver<(Instant, String)> {
+fn read_lines(mut input: Input) -> mpsc::UnboundedReceiver<Typed> {
     let (sender, receiver) = mpsc::unbounded_channel();
     let reader = std::thread::Builder::new().name("tether-terminal".into()).spawn(move || {
         loop {

@@ -280,6 +280,75 @@ impl Drop for Tmux {
     }
 }
 
+/// The shell command that runs `tether chat ARGS` in a tmux session over
+/// the scratch's stores and history file, then says how it exited.
+fn chat_command(scratch: &Scratch, args: &str) -> String {
+    format!(
+        "env TETHER_HISTORY={} {TETHER} --audit-store {} --demo-db {} chat {args}; echo tether-exited-$?; sleep 30",
+        scratch.path("history").display(),
+        scratch.store(),
+        scratch.path("demo.db").display(),
+    )
+}
+
+/// Issue 27: the chat's line is edited (cursor keys) and its messages are
+/// remembered (↑), in this session and the next one, through the history
+/// file; Ctrl-D ends the chat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_lines_are_edited_and_remembered_across_sessions() {
+    let scratch = Scratch::new();
+    let model = FakeModel::start_repeating(vec![], Some(Reply::Echo("you said: ".into()))).await;
+    let command = chat_command(&scratch, &format!("--base-url {} --model fake", model.base_url));
+    {
+        let tmux = Tmux::start(&format!("tether-chat-edit-{}", std::process::id()), &command);
+        tmux.wait_for("you> ").await;
+        // A typo mended in place: the cursor goes back into the word.
+        assert!(Command::new("tmux").args(["send-keys", "-t", &tmux.name, "-l", "hello wrld"]).status().unwrap().success());
+        for _ in 0..3 {
+            tmux.press("Left");
+        }
+        tmux.type_line("o");
+        tmux.wait_for("you said: hello world").await;
+        tmux.wait_for_count("you> ", 2).await;
+        tmux.type_line("second");
+        tmux.wait_for("you said: second").await;
+        // ↑ ↑ brings back the first message; Enter sends it again.
+        tmux.wait_for_count("you> ", 3).await;
+        tmux.press("Up");
+        tmux.press("Up");
+        tmux.press("Enter");
+        tmux.wait_for_count("you said: hello world", 2).await;
+        tmux.type_line("/exit");
+        tmux.wait_for("tether-exited-0").await;
+    }
+    let kept = std::fs::read_to_string(scratch.path("history")).unwrap();
+    let kept: Vec<&str> = kept.lines().filter(|line| !line.starts_with('#')).collect();
+    assert_eq!(kept, ["hello world", "second", "hello world", "/exit"], "the history file");
+
+    // The next session starts with that history (`/exit` is its last
+    // line); Ctrl-D ends it.
+    let tmux = Tmux::start(&format!("tether-chat-edit2-{}", std::process::id()), &command);
+    tmux.wait_for("you> ").await;
+    for _ in 0..3 {
+        tmux.press("Up");
+    }
+    tmux.press("Enter");
+    tmux.wait_for("you said: second").await;
+    tmux.wait_for_count("you> ", 2).await;
+    tmux.press("C-d");
+    let screen = tmux.wait_for("tether-exited-").await;
+    assert!(screen.contains("tether-exited-0"), "{screen}");
+    let said: Vec<String> = model
+        .requests()
+        .iter()
+        .map(|request| {
+            let messages = request["messages"].as_array().unwrap();
+            messages.iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(said, ["hello world", "second", "hello world", "second"], "what reached the model");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
     let scratch = Scratch::new();
@@ -291,12 +360,7 @@ async fn chat_in_a_terminal_asks_for_approval_and_the_answer_decides() {
         Reply::Hang,
     ])
     .await;
-    let command = format!(
-        "{TETHER} --audit-store {} --demo-db {} chat --base-url {} --model fake; echo tether-exited-$?; sleep 30",
-        scratch.store(),
-        scratch.path("demo.db").display(),
-        model.base_url
-    );
+    let command = chat_command(&scratch, &format!("--base-url {} --model fake", model.base_url));
     let tmux = Tmux::start(&format!("tether-chat-{}", std::process::id()), &command);
     tmux.wait_for("you> ").await;
     tmux.type_line("Email dana that her contract ended.");
@@ -381,13 +445,8 @@ async fn a_timed_out_or_cancelled_approval_prompt_says_so_and_swallows_no_line()
         Reply::Echo("you said: ".into()),
     ])
     .await;
-    let command = format!(
-        "{TETHER} --audit-store {} --demo-db {} chat --config {} --base-url {} --model fake; echo tether-exited-$?; sleep 30",
-        scratch.store(),
-        scratch.path("demo.db").display(),
-        config.display(),
-        model.base_url
-    );
+    let command =
+        chat_command(&scratch, &format!("--config {} --base-url {} --model fake", config.display(), model.base_url));
     let tmux = Tmux::start(&format!("tether-chat-stale-{}", std::process::id()), &command);
     tmux.wait_for("you> ").await;
     tmux.type_line("Email dana and erin.");
@@ -404,6 +463,7 @@ async fn a_timed_out_or_cancelled_approval_prompt_says_so_and_swallows_no_line()
     tmux.wait_for("you said: thanks").await;
 
     // Ctrl-C at a prompt cancels the turn, and the next line is a message.
+    tmux.wait_for_count("you> ", 3).await;
     tmux.type_line("Email frank.");
     tmux.wait_for_count("approve? [y/N]", 3).await;
     tmux.press("C-c");
