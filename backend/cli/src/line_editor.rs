@@ -243,11 +243,8 @@ impl Reader {
     fn edit(&mut self, editor: &mut Editor, prompt: &str) -> bool {
         // Bytes of a line begun before the editor started are its start.
         let begun = String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned();
-        let edited = if begun.is_empty() {
-            editor.readline(prompt)
-        } else {
-            editor.readline_with_initial(prompt, (&begun, ""))
-        };
+        let edited =
+            if begun.is_empty() { editor.readline(prompt) } else { editor.readline_with_initial(prompt, (&begun, "")) };
         match edited {
             Ok(line) => {
                 self.remember(editor, &line);

@@ -303,7 +303,9 @@ async fn chat_lines_are_edited_and_remembered_across_sessions() {
         let tmux = Tmux::start(&format!("tether-chat-edit-{}", std::process::id()), &command);
         tmux.wait_for("you> ").await;
         // A typo mended in place: the cursor goes back into the word.
-        assert!(Command::new("tmux").args(["send-keys", "-t", &tmux.name, "-l", "hello wrld"]).status().unwrap().success());
+        assert!(
+            Command::new("tmux").args(["send-keys", "-t", &tmux.name, "-l", "hello wrld"]).status().unwrap().success()
+        );
         for _ in 0..3 {
             tmux.press("Left");
         }
