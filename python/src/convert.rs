@@ -72,7 +72,7 @@ pub(crate) fn ledger(row: &LedgerEntry) -> Value {
     )
 }
 
-/// One event, with its kind: `started`, `completed` or `failed`.
+/// One event, with its kind: `started`, `progress`, `completed` or `failed`.
 pub(crate) fn event(event: &ToolEvent) -> Value {
     match event {
         ToolEvent::ToolStarted { turn_id, call_id, parent_call_id, tool, origin, args } => json!({
@@ -82,6 +82,10 @@ pub(crate) fn event(event: &ToolEvent) -> Value {
         ToolEvent::ToolCompleted { turn_id, call_id, parent_call_id, tool, error_code, duration, metadata } => json!({
             "kind": "completed", "turn_id": turn_id, "call_id": call_id, "parent_call_id": parent_call_id,
             "tool": tool, "code": error_code, "duration_s": duration.as_secs_f64(), "metadata": metadata,
+        }),
+        ToolEvent::ToolProgress { turn_id, call_id, parent_call_id, tool, progress } => json!({
+            "kind": "progress", "turn_id": turn_id, "call_id": call_id, "parent_call_id": parent_call_id, "tool": tool,
+            "progress": progress.progress, "total": progress.total, "message": progress.message,
         }),
         ToolEvent::ToolFailed { turn_id, call_id, parent_call_id, tool, code, step, message, duration } => json!({
             "kind": "failed", "turn_id": turn_id, "call_id": call_id, "parent_call_id": parent_call_id,

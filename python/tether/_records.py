@@ -99,11 +99,13 @@ class Decision:
 
 @dataclass(frozen=True)
 class ToolEvent:
-    """A call event: ``started``, then exactly one of ``completed`` (the tool
-    returned, possibly its own error) or ``failed``. Every event has the
-    same fields; those that do not apply to its kind are ``None``."""
+    """A call event: ``started``, then any number of ``progress`` (what a slow
+    tool says of its work, e.g. an MCP server's progress notifications), then
+    exactly one of ``completed`` (the tool returned, possibly its own error)
+    or ``failed``. Every event has the same fields; those that do not apply
+    to its kind are ``None``."""
 
-    kind: Literal["started", "completed", "failed"]
+    kind: Literal["started", "progress", "completed", "failed"]
     turn_id: str
     call_id: str
     parent_call_id: Optional[str]
@@ -121,8 +123,13 @@ class ToolEvent:
     display_name: Optional[str] = None
     #: ``failed``: the step of the one execution path that ended the call.
     step: Optional[str] = None
-    #: ``failed``: the reason, as the caller reads it.
+    #: ``failed``: the reason, as the caller reads it; ``progress``: what the
+    #: tool says it is doing, if it says.
     message: Optional[str] = None
+    #: ``progress``: the work done so far (it grows).
+    progress: Optional[float] = None
+    #: ``progress``: the whole work, when the tool knows it.
+    total: Optional[float] = None
     #: ``completed`` and ``failed``: seconds since ``started``.
     duration_s: Optional[float] = None
     metadata: Any = None

@@ -396,7 +396,6 @@ pub async fn ask_report(turn: &Turn, run: &AgentRun) -> anyhow::Result<Value> {
 pub struct LiveView {
     /// Whether the last thing printed was streamed text without a newline.
     mid_line: std::sync::Mutex<bool>,
-    spinner: crate::paint::Spinner,
 }
 
 impl LiveView {
@@ -404,7 +403,7 @@ impl LiveView {
     /// with `None` only ends streamed text; one lock, so tokens never
     /// interleave with it.
     fn end_line_then(&self, text: Option<&str>) {
-        self.spinner.stop();
+        crate::paint::spinner().stop();
         let mut mid = self.mid_line.lock().unwrap_or_else(|p| p.into_inner());
         let mut err = std::io::stderr().lock();
         if std::mem::take(&mut *mid) {
@@ -421,7 +420,7 @@ impl LiveView {
 
     /// Starts the line the answer streams on with `prefix` (e.g. `main> `).
     pub fn begin_answer(&self, prefix: &str) {
-        self.spinner.line_starts_with(prefix);
+        crate::paint::spinner().line_starts_with(prefix);
     }
 
     /// Ends streamed text with a newline, if it is mid-line.
@@ -433,9 +432,9 @@ impl LiveView {
 impl AgentEventSink for LiveView {
     fn emit(&self, event: &AgentEvent) {
         match event {
-            AgentEvent::ModelRequest { .. } => self.spinner.start("thinking"),
+            AgentEvent::ModelRequest { .. } => crate::paint::spinner().start("thinking"),
             AgentEvent::Token { text, .. } => {
-                self.spinner.stop();
+                crate::paint::spinner().stop();
                 let mut mid = self.mid_line.lock().unwrap_or_else(|p| p.into_inner());
                 let mut err = std::io::stderr().lock();
                 let _ = write!(err, "{text}");

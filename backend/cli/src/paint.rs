@@ -43,6 +43,13 @@ pub fn colour_on() -> bool {
     terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// The one spinner of the process: the model's "thinking" and a slow
+/// tool's work share the line, so whoever prints stops it first.
+pub fn spinner() -> &'static Spinner {
+    static SPINNER: Spinner = Spinner::new();
+    &SPINNER
+}
+
 /// A spinner on stderr's current line (`main> ⠋ thinking 3s`), on a
 /// terminal only. Whoever prints next stops it first ([`stop`](Self::stop)
 /// puts the line back as it was before the spinner). Its task is owned here:
@@ -52,12 +59,40 @@ pub struct Spinner {
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// What the line held before the spinner (e.g. `main> `).
     line_start: Mutex<String>,
+    /// Holds in force ([`hold`](Self::hold)): while any is, nothing spins.
+    holds: std::sync::atomic::AtomicUsize,
+}
+
+/// Keeps the spinner off until dropped ([`Spinner::hold`]).
+#[derive(Debug)]
+pub struct Held(&'static Spinner);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.holds.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// The spinner's frames.
 const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 impl Spinner {
+    const fn new() -> Spinner {
+        Spinner {
+            task: Mutex::new(None),
+            line_start: Mutex::new(String::new()),
+            holds: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Stops the spinner and keeps it off until the guard drops: a question
+    /// on the line (an approval prompt) is not written over.
+    pub fn hold(&'static self) -> Held {
+        self.holds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.stop();
+        Held(self)
+    }
+
     /// Prints `text`, which the line starts with (and which the spinner,
     /// if it spins on this line, leaves in place).
     pub fn line_starts_with(&self, text: &str) {
@@ -67,26 +102,31 @@ impl Spinner {
     }
 
     /// Spins `label` until [`stop`](Self::stop) (a running one is replaced).
-    /// Nothing on a file or pipe, or outside a Tokio runtime.
+    /// Nothing on a file or pipe, outside a Tokio runtime, or while held.
     pub fn start(&self, label: &str) {
-        if let Some(spinning) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        self.start_since(label, Instant::now());
+    }
+
+    /// [`start`](Self::start), counting the seconds shown from `since`.
+    pub fn start_since(&self, label: &str, since: Instant) {
+        // One lock from the check to the store, so a hold that comes meanwhile stops this one.
+        let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(spinning) = task.take() {
             spinning.abort();
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        if !terminal() {
+        if !terminal() || self.holds.load(std::sync::atomic::Ordering::SeqCst) > 0 {
             return;
         }
         let start = self.line_start.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let label = format!("{start}{label}");
-        let task = runtime.spawn(async move {
-            let started = Instant::now();
+        *task = Some(runtime.spawn(async move {
             for frame in FRAMES.iter().cycle() {
-                let line = format!("\r{label} {frame} {}s", started.elapsed().as_secs());
+                let line = format!("\r\x1b[K{label} {frame} {}s", since.elapsed().as_secs());
                 write_now(line.as_bytes());
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-        });
-        *self.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+        }));
     }
 
     /// Stops the spinner and clears its line, if it spins.

@@ -10,7 +10,7 @@
 //! typed before an approval prompt was shown is not its answer: it is kept
 //! for the chat (piped input answers in order, as a script of answers).
 //! There the chat's own line is edited, with history
-//! ([`crate::line_editor`]).
+//! (`line_editor`).
 
 use crate::line_editor::{self, Asked, Desk, Typed};
 use crate::paint::{Tone, paint};
@@ -70,7 +70,7 @@ impl fmt::Debug for TerminalApprover {
 
 impl TerminalApprover {
     /// A prompt on stdin / stderr. On a terminal the chat's lines are
-    /// edited, with the history in [`line_editor::history_file`].
+    /// edited, with the history in `line_editor::history_file`.
     pub fn new(label: impl Into<String>) -> Self {
         use std::io::IsTerminal as _;
         let interactive = std::io::stdin().is_terminal();
@@ -249,6 +249,8 @@ impl Drop for Shown<'_> {
 #[async_trait::async_trait]
 impl Approver for TerminalApprover {
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
+        // No spinner writes over what is said or asked here.
+        let _quiet = crate::paint::spinner().hold();
         if self.always.lock().unwrap_or_else(|p| p.into_inner()).contains(&request.tool) {
             self.say(&format!(
                 "\napproved `{}` (call `{}`): you answered always for it in this session\n",

@@ -2,11 +2,12 @@
 //! so the script's calls go through the same checks, approval and audit log
 //! as the model's.
 
-use crate::paint::{Tone, paint};
+use crate::paint::{Tone, paint, spinner};
 use std::sync::Arc;
 use tether_backend::tools::{ToolSet, TurnSection};
 use tether_backend::turn::{
-    Approver, AuditStore, EventSink, SCRIPT_TOOL_NAME, Tool, ToolEvent, Turn, TurnBuilder, TurnError, TurnSnapshot,
+    Approver, AuditStore, EventSink, SCRIPT_TOOL_NAME, Tool, ToolEvent, ToolProgress, Turn, TurnBuilder, TurnError,
+    TurnSnapshot,
 };
 
 /// What the CLI's turns are built with. Cheap to clone.
@@ -80,15 +81,64 @@ impl TurnSetup {
     }
 }
 
-/// Prints every call of the turn as it starts and ends, nested calls indented.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct PrintEvents;
+/// Prints every call of the turn as it starts and ends, nested calls
+/// indented; on a terminal, a spinner names the call still working (the
+/// latest started) with the progress it reported, e.g. an MCP server's.
+#[derive(Debug, Default)]
+pub struct PrintEvents {
+    /// The calls started and not ended, oldest first.
+    working: std::sync::Mutex<Vec<Working>>,
+}
+
+/// A call that started and has not ended, as the spinner tells of it.
+#[derive(Debug)]
+struct Working {
+    call_id: String,
+    parent_call_id: Option<String>,
+    /// `    call_1/1 count`: its indent, id and tool.
+    head: String,
+    /// What it last said of its progress.
+    progress: Option<String>,
+    since: std::time::Instant,
+}
+
+impl PrintEvents {
+    /// Spins for the latest call still working (nothing when none is). A
+    /// call waiting on its own nested call (a script on its tools) is not
+    /// counted apart: the nested call is its work.
+    fn spin(&self, working: &[Working]) {
+        let leaves: Vec<&Working> = working
+            .iter()
+            .filter(|w| !working.iter().any(|other| other.parent_call_id.as_deref() == Some(w.call_id.as_str())))
+            .collect();
+        let Some(latest) = leaves.last() else { return spinner().stop() };
+        let mut label = format!("{} working", latest.head);
+        if let Some(progress) = &latest.progress {
+            label = format!("{label}: {progress}");
+        }
+        if leaves.len() > 1 {
+            label = format!("{label} (and {} more working)", leaves.len() - 1);
+        }
+        spinner().start_since(&label, latest.since);
+    }
+}
 
 impl EventSink for PrintEvents {
     fn emit(&self, event: &ToolEvent) {
         let indent = if event.parent_call_id().is_some() { "    " } else { "" };
+        let mut working = self.working.lock().unwrap_or_else(|p| p.into_inner());
+        if !matches!(event, ToolEvent::ToolProgress { .. }) {
+            spinner().stop();
+        }
         match event {
             ToolEvent::ToolStarted { call_id, tool, args, .. } => {
+                working.push(Working {
+                    call_id: call_id.clone(),
+                    parent_call_id: event.parent_call_id().map(str::to_owned),
+                    head: format!("{indent}  {call_id} {tool}"),
+                    progress: None,
+                    since: std::time::Instant::now(),
+                });
                 // A script is the main thing to see: whole, before it runs.
                 let code = args.as_ref().filter(|_| tool == SCRIPT_TOOL_NAME).and_then(|a| a.get("code")?.as_str());
                 if let Some(code) = code {
@@ -96,12 +146,18 @@ impl EventSink for PrintEvents {
                     for line in code.lines() {
                         eprintln!("{indent}    │ {line}");
                     }
-                    return;
+                } else {
+                    let args = args.as_ref().map(|a| shorten(&a.to_string())).unwrap_or_default();
+                    eprintln!("{indent}→ {call_id} {tool} {args}");
                 }
-                let args = args.as_ref().map(|a| shorten(&a.to_string())).unwrap_or_default();
-                eprintln!("{indent}→ {call_id} {tool} {args}");
+            }
+            ToolEvent::ToolProgress { call_id, progress, .. } => {
+                if let Some(call) = working.iter_mut().find(|w| &w.call_id == call_id) {
+                    call.progress = Some(progress_text(progress));
+                }
             }
             ToolEvent::ToolCompleted { call_id, error_code, duration, .. } => {
+                working.retain(|w| &w.call_id != call_id);
                 let status = match error_code.as_deref() {
                     None => paint(Tone::Ok, "ok"),
                     Some(code) => paint(Tone::Warn, &format!("tool error `{code}`")),
@@ -109,10 +165,26 @@ impl EventSink for PrintEvents {
                 eprintln!("{indent}← {call_id} {status} ({:.1} ms)", duration.as_secs_f64() * 1000.0);
             }
             ToolEvent::ToolFailed { call_id, code, message, .. } => {
+                working.retain(|w| &w.call_id != call_id);
                 let failed = paint(Tone::Failed, &format!("✗ {call_id} {}", code.display_name()));
                 eprintln!("{indent}{failed} — {message}");
             }
         }
+        self.spin(&working);
+    }
+}
+
+/// `3/10 (30%) copying` — what a progress report says, shortly.
+pub fn progress_text(progress: &ToolProgress) -> String {
+    let done = match progress.total {
+        Some(total) if total > 0.0 => {
+            format!("{}/{} ({:.0}%)", progress.progress, total, 100.0 * progress.progress / total)
+        }
+        _ => format!("{}", progress.progress),
+    };
+    match progress.message.as_deref().filter(|m| !m.is_empty()) {
+        Some(message) => format!("{done} {}", shorten(message)),
+        None => done,
     }
 }
 

@@ -448,7 +448,8 @@ impl Backend {
         }
         let audit_url = audit_store_url(&args.store)?;
         let audit = audit_url.open().await.with_context(|| format!("cannot open the audit store `{audit_url}`"))?;
-        let setup = TurnSetup { approver, audit, events: Arc::new(PrintEvents), turn: source.config.turn.clone() };
+        let setup =
+            TurnSetup { approver, audit, events: Arc::new(PrintEvents::default()), turn: source.config.turn.clone() };
         let script_tool = ScriptTool::new(client).parking(durable).owner(source.owner());
         let script = script_tool.clone().into_tool()?;
         Ok(Backend { source, tools, embedded, address, script, script_tool, setup, audit_url, durable, terminal: None })

@@ -913,3 +913,43 @@ fn prompt_shows_what_the_model_gets_and_script_only_offers_run_script_alone_with
     assert!(text.starts_with("system prompt:\n") && text.contains("\ntool `send_email`:\n"), "{text}");
     assert!(text.trim_end().ends_with(&format!("{} bytes in all (as JSON)", bytes(&both))), "{text}");
 }
+
+/// Issue 27: a slow tool's progress shows while it works. On a terminal a
+/// spinner names the call and what the MCP server last reported (`2/3
+/// (67%) step 2`), and is gone when the call ends; in a pipe nothing spins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_mcp_tools_progress_spins_on_a_terminal_and_not_in_a_pipe() {
+    let scratch = Scratch::new();
+    let server = Path::new(TETHER).with_file_name("tether-mcp-test-server");
+    assert!(server.exists(), "no `{}`: build the workspace", server.display());
+    let config = scratch.path("slow.toml");
+    std::fs::write(
+        &config,
+        format!("[mcp.test]\ncommand = [{server:?}]\n\n[mcp.test.tools.count]\nread_only = true\n"),
+    )
+    .unwrap();
+    let script = |name: &str, ms: u32| {
+        let path = scratch.path(name);
+        std::fs::write(&path, format!("unwrap(count(steps=3, ms={ms}))\n")).unwrap();
+        path
+    };
+    let (quick, slow, config) = (script("quick.py", 10), script("slow.py", 1500), config.to_str().unwrap());
+
+    let piped = tokio::task::block_in_place(|| scratch.tether(&["run", quick.to_str().unwrap(), "--config", config]));
+    let said = String::from_utf8_lossy(&piped.stderr).into_owned();
+    assert_eq!(stdout_json(&piped)["value"]["result"], json!("counted to 3, progress reported"), "{said}");
+    assert!(!said.contains("working") && !said.contains('\r'), "no spinner in a pipe: {said:?}");
+
+    let command = format!(
+        "{TETHER} --audit-store {} --demo-db {} run {} --config {config}; echo tether-exited-$?; sleep 30",
+        scratch.store(),
+        scratch.path("demo.db").display(),
+        slow.display(),
+    );
+    let tmux = Tmux::start(&format!("tether-progress-{}", std::process::id()), &command);
+    let screen = tmux.wait_for(" count working: 2/3 (67%) step 2").await;
+    assert!(!screen.contains("tether-exited-"), "shown while the call works: {screen}");
+    let screen = tmux.wait_for("tether-exited-").await;
+    assert!(screen.contains("counted to 3, progress reported") && screen.contains("tether-exited-0"), "{screen}");
+    assert!(!screen.contains("working"), "the spinner's line is cleared when the call ends: {screen}");
+}

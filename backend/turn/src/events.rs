@@ -1,6 +1,8 @@
-//! Call events for a host's UI and exporters: `ToolStarted`, then exactly one
-//! of `ToolCompleted` / `ToolFailed`, each carrying the immediate parent's
-//! call id (a script's calls name the `run_script` call).
+//! Call events for a host's UI and exporters: `ToolStarted`, then any number
+//! of `ToolProgress` (what a slow tool says of its work, e.g. an MCP server's
+//! progress notifications), then exactly one of `ToolCompleted` /
+//! `ToolFailed`, each carrying the immediate parent's call id (a script's
+//! calls name the `run_script` call).
 
 use super::origin::CallOrigin;
 use super::step::Step;
@@ -47,6 +49,20 @@ pub enum ToolEvent {
         /// The tool's host-only metadata (e.g. `nested_calls`).
         metadata: Option<Value>,
     },
+    /// The tool, still working, said how far it got (never after the
+    /// call's terminal event).
+    ToolProgress {
+        /// The turn.
+        turn_id: String,
+        /// The call's id.
+        call_id: String,
+        /// The immediate parent's call id.
+        parent_call_id: Option<String>,
+        /// The tool.
+        tool: String,
+        /// The progress so far (it grows, even when the total is unknown).
+        progress: ToolProgress,
+    },
     /// The call was refused, denied, timed out, cancelled or dropped.
     ToolFailed {
         /// The turn.
@@ -73,6 +89,7 @@ impl ToolEvent {
     pub fn call_id(&self) -> &str {
         match self {
             ToolEvent::ToolStarted { call_id, .. }
+            | ToolEvent::ToolProgress { call_id, .. }
             | ToolEvent::ToolCompleted { call_id, .. }
             | ToolEvent::ToolFailed { call_id, .. } => call_id,
         }
@@ -82,6 +99,7 @@ impl ToolEvent {
     pub fn parent_call_id(&self) -> Option<&str> {
         match self {
             ToolEvent::ToolStarted { parent_call_id, .. }
+            | ToolEvent::ToolProgress { parent_call_id, .. }
             | ToolEvent::ToolCompleted { parent_call_id, .. }
             | ToolEvent::ToolFailed { parent_call_id, .. } => parent_call_id.as_deref(),
         }
@@ -89,8 +107,19 @@ impl ToolEvent {
 
     /// True for `ToolCompleted` and `ToolFailed`.
     pub fn is_terminal(&self) -> bool {
-        !matches!(self, ToolEvent::ToolStarted { .. })
+        matches!(self, ToolEvent::ToolCompleted { .. } | ToolEvent::ToolFailed { .. })
     }
+}
+
+/// How far a tool that is still working got, as it reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolProgress {
+    /// The work done so far.
+    pub progress: f64,
+    /// The whole work, when the tool knows it.
+    pub total: Option<f64>,
+    /// What it is doing, in its words.
+    pub message: Option<String>,
 }
 
 /// Receives call events. `emit` is called inline on the call's path (also
@@ -131,7 +160,11 @@ impl EventLog {
         let mut counts: std::collections::BTreeMap<String, (u32, u32)> = Default::default();
         for event in self.events() {
             let entry = counts.entry(event.call_id().to_owned()).or_default();
-            if event.is_terminal() { entry.1 += 1 } else { entry.0 += 1 }
+            match event {
+                ToolEvent::ToolStarted { .. } => entry.0 += 1,
+                ToolEvent::ToolProgress { .. } => {}
+                ToolEvent::ToolCompleted { .. } | ToolEvent::ToolFailed { .. } => entry.1 += 1,
+            }
         }
         counts.into_iter().filter(|(_, (s, t))| (*s, *t) != (1, 1)).map(|(id, _)| id).collect()
     }

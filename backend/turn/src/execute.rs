@@ -353,7 +353,12 @@ impl Turn {
         let ledger = LedgerEntry::started(guard.identity().clone(), approval_required, unix_ms(SystemTime::now()));
         // Only a resumed turn replays calls an earlier process made.
         let resumed = self.inner.resumed.then(|| guard.identity().clone());
-        let context = ToolContext { turn: Arc::new(self.clone()), call_id: request.id.clone(), origin: origin.clone() };
+        let context = ToolContext {
+            turn: Arc::new(self.clone()),
+            call_id: request.id.clone(),
+            tool: request.name.clone(),
+            origin: origin.clone(),
+        };
         let executor = tool.executor();
         let args = request.args.clone();
         // A failure around the tool keeps its full text here, for the audit row.

@@ -63,6 +63,10 @@ pub trait TurnAccess: Send + Sync {
     /// What the turn's checks have now (see [`Turn::snapshot`](super::Turn::snapshot)).
     fn snapshot(&self) -> TurnSnapshot;
 
+    /// Reports how far the call `call_id` of `tool` (issued by `origin`)
+    /// got, as a [`ToolEvent::ToolProgress`](super::ToolEvent::ToolProgress).
+    fn report_progress(&self, call_id: &str, tool: &str, origin: &CallOrigin, progress: super::ToolProgress);
+
     /// Stores a parked run durably (see [`Turn::park`](super::Turn::park)).
     ///
     /// # Errors
@@ -87,6 +91,8 @@ pub struct ToolContext {
     pub turn: Arc<dyn TurnAccess>,
     /// The call's id.
     pub call_id: String,
+    /// The tool's name, as the call named it.
+    pub tool: String,
     /// Who issued the call (its depth included).
     pub origin: CallOrigin,
 }
@@ -105,6 +111,12 @@ impl ToolContext {
         let origin = CallOrigin::Tool { parent_call_id: self.call_id.clone(), depth: self.depth() + 1 };
         self.turn.execute(request, origin).await
     }
+
+    /// Says how far this call got while it works (an MCP server's progress
+    /// notifications come here): the host's event sink shows it.
+    pub fn report_progress(&self, progress: super::ToolProgress) {
+        self.turn.report_progress(&self.call_id, &self.tool, &self.origin, progress);
+    }
 }
 
 impl fmt::Debug for ToolContext {
@@ -112,6 +124,7 @@ impl fmt::Debug for ToolContext {
         f.debug_struct("ToolContext")
             .field("turn", &self.turn.id())
             .field("call_id", &self.call_id)
+            .field("tool", &self.tool)
             .field("origin", &self.origin)
             .finish()
     }

@@ -69,7 +69,7 @@ pub use budget::{CallBudget, Reservation};
 pub use builder::{TurnBuilder, new_turn_id};
 pub use call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure, OnAwaitingPerson};
 pub use error::{StoreError, TurnError};
-pub use events::{EventLog, EventSink, NoEvents, ToolEvent};
+pub use events::{EventLog, EventSink, NoEvents, ToolEvent, ToolProgress};
 pub use executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};
 pub use limits::{DEFAULT_MAX_RESULT_BYTES, ModelOffer, TurnLimits};
 pub use memory::MemoryAuditStore;

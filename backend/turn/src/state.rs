@@ -381,6 +381,16 @@ impl TurnAccess for Turn {
         Turn::snapshot(self)
     }
 
+    fn report_progress(&self, call_id: &str, tool: &str, origin: &CallOrigin, progress: super::events::ToolProgress) {
+        self.inner.events.emit(&super::events::ToolEvent::ToolProgress {
+            turn_id: self.id().to_owned(),
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            parent_call_id: origin.parent_call_id().map(str::to_owned),
+            progress,
+        });
+    }
+
     async fn park(&self, run: &super::parked::ParkedRun) -> Result<(), TurnError> {
         Turn::park(self, run).await
     }

@@ -1,11 +1,12 @@
 //! This suite's own MCP server (`tether-mcp-test-server`, rmcp's server
 //! side) for what goes wrong, over stdio AND streamable HTTP: an `isError`
 //! result, a slow tool past its time limit, a result over the limit, a
-//! server that dies mid-call, one that never starts, and shutdown.
+//! server that dies mid-call, one that never starts, and shutdown; and the
+//! progress a slow tool reports while it works.
 
 use super::*;
 use std::time::Duration;
-use tether_backend::turn::{CallStatus, PolicyApprover, Step, TurnLimits};
+use tether_backend::turn::{CallStatus, EventLog, PolicyApprover, Step, ToolEvent, ToolProgress, TurnLimits};
 use tokio::io::AsyncBufReadExt;
 
 /// The server as a separate process serving streamable HTTP; killed on drop.
@@ -208,4 +209,65 @@ async fn an_include_entry_that_names_no_tool_is_a_config_error_and_a_pattern_mat
     let (_dir, pattern) = config(&text, &Vars::from_env());
     let tools = ToolSet::start(&pattern.tools).await.unwrap();
     assert_eq!(tools.tools().iter().map(|t| t.name()).collect::<Vec<_>>(), ["echo"]);
+}
+
+/// The progress reports of `call_id` in `log`, in order, each with its
+/// parent; panics unless they come between its start and its end.
+fn progress_of(log: &EventLog, call_id: &str) -> Vec<(ToolProgress, Option<String>)> {
+    let events: Vec<ToolEvent> = log.events().into_iter().filter(|e| e.call_id() == call_id).collect();
+    assert!(matches!(events.first(), Some(ToolEvent::ToolStarted { .. })), "{events:?}");
+    assert!(matches!(events.last(), Some(ToolEvent::ToolCompleted { error_code: None, .. })), "{events:?}");
+    let inner = &events[1..events.len() - 1];
+    inner
+        .iter()
+        .map(|event| match event {
+            ToolEvent::ToolProgress { progress, parent_call_id, .. } => (progress.clone(), parent_call_id.clone()),
+            other => panic!("only progress between start and end: {other:?}"),
+        })
+        .collect()
+}
+
+/// An MCP server's `notifications/progress` for a call reach the turn's
+/// events as that call's progress, from a model's call and a script's.
+async fn progress_reaches_the_events(way: &str) {
+    let (dir, config) = config(&server_config(way), &Vars::from_env());
+    let tools = ToolSet::start(&config.tools).await.unwrap();
+    let log = Arc::new(EventLog::new());
+    let events = log.clone();
+    let world = World::with(tools, Arc::new(PolicyApprover::approve_all()), |b| b.events(events)).await;
+
+    let counted = world.model("c", "t_count", json!({"steps": 3, "ms": 100})).await;
+    assert_eq!(ok(&counted), json!("counted to 3, progress reported"), "the call asked for progress");
+    let reports = progress_of(&log, "c");
+    let expected: Vec<(ToolProgress, Option<String>)> = (1..=3)
+        .map(|step| {
+            let progress =
+                ToolProgress { progress: step.into(), total: Some(3.0), message: Some(format!("step {step}")) };
+            (progress, None)
+        })
+        .collect();
+    assert_eq!(reports, expected, "each step, in order, with its total and message");
+
+    let result = world.script("unwrap(t_count(steps=2, ms=100))", json!({})).await;
+    assert_eq!(result, json!("counted to 2, progress reported"));
+    let reports = progress_of(&log, "s1/1");
+    assert_eq!(reports.len(), 2, "{reports:?}");
+    assert!(
+        reports.iter().all(|(_, parent)| parent.as_deref() == Some("s1")),
+        "a script's call names its run: {reports:?}"
+    );
+    assert!(log.unpaired().is_empty(), "{:?}", log.unpaired());
+    world.tools.shutdown().await;
+    drop(dir);
+}
+
+#[tokio::test]
+async fn over_stdio_a_slow_tools_progress_is_reported_as_it_works() {
+    progress_reaches_the_events(&format!("command = [{TEST_SERVER:?}]")).await;
+}
+
+#[tokio::test]
+async fn over_streamable_http_a_slow_tools_progress_is_reported_as_it_works() {
+    let server = http_server().await;
+    progress_reaches_the_events(&format!("url = {:?}", server.url)).await;
 }

@@ -5,17 +5,19 @@
 //! Tools: `add` (structured result with an output schema), `echo` (text),
 //! `fail` (an `isError` result), `slow` (waits `ms`), `huge` (`bytes` of
 //! text), `die` (the process exits mid-call), `pid` (the process id, to see
-//! a restart).
+//! a restart), `count` (`steps` progress notifications, each step taking `ms`).
 
 #![allow(missing_docs)]
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, ContentBlock, ProgressNotificationParam, RequestMetaObject, ServerCapabilities, ServerConfig,
+};
 use rmcp::transport::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::tower::StreamableHttpService;
-use rmcp::{Json, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::{Json, Peer, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -39,6 +41,12 @@ struct Text {
 
 #[derive(Deserialize, JsonSchema)]
 struct Millis {
+    ms: u64,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Steps {
+    steps: u32,
     ms: u64,
 }
 
@@ -88,6 +96,30 @@ impl TestServer {
     async fn die(&self) -> CallToolResult {
         eprintln!("dying on purpose in the middle of a call");
         std::process::exit(3)
+    }
+
+    #[tool(description = "Counts to `steps`, each step taking `ms`, reporting each as progress.")]
+    async fn count(
+        &self,
+        Parameters(Steps { steps, ms }): Parameters<Steps>,
+        meta: RequestMetaObject,
+        client: Peer<RoleServer>,
+    ) -> CallToolResult {
+        let token = meta.get_progress_token();
+        // Each step is reported as it begins, then worked on for `ms`.
+        for step in 1..=steps {
+            if let Some(token) = &token {
+                let update = ProgressNotificationParam::new(token.clone(), f64::from(step))
+                    .with_total(f64::from(steps))
+                    .with_message(format!("step {step}"));
+                if client.notify_progress(update).await.is_err() {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        let asked = if token.is_some() { "reported" } else { "not asked for" };
+        CallToolResult::success(vec![ContentBlock::text(format!("counted to {steps}, progress {asked}"))])
     }
 
     #[tool(description = "This server's process id.")]

@@ -23,10 +23,12 @@
 //! - `tools`: the server's listed tools as the turn's tools, and results
 //!   mapped to JSON
 
+mod client;
 mod exit;
 mod server;
 mod tools;
 
+pub(crate) use client::ProgressSink;
 pub(crate) use server::McpServer;
 pub use server::ServerStatus;
 pub(crate) use tools::server_tools;

@@ -20,10 +20,11 @@
 
 use super::ServerConfig;
 use super::Transport;
+use super::client::{Client, ProgressSink};
 use super::exit::RecordsExit;
 use crate::command::STDERR_TAIL_BYTES;
 use crate::text::Tail;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -65,12 +66,31 @@ pub(crate) enum CallError {
 }
 
 struct Connection {
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, Client>,
     peer: Peer<RoleClient>,
     /// Counts (re)starts, so a failed call forgets only the connection it used.
     generation: u64,
     left: Option<Leavings>,
     _stderr_reader: Option<AbortOnDrop>,
+}
+
+/// What a call needs of the live connection, taken out of the lock.
+struct Reached {
+    peer: Peer<RoleClient>,
+    client: Client,
+    generation: u64,
+    left: Option<Leavings>,
+}
+
+impl Connection {
+    fn reached(&self) -> Reached {
+        Reached {
+            peer: self.peer.clone(),
+            client: self.service.service().clone(),
+            generation: self.generation,
+            left: self.left.clone(),
+        }
+    }
 }
 
 /// What a stdio server leaves to say why it stopped: the end of its stderr
@@ -154,10 +174,6 @@ fn reconnect_policy() -> ExponentialBackoff {
     policy
 }
 
-fn client_info() -> ClientConfig {
-    ClientConfig::new(ClientCapabilities::default(), Implementation::new("tether", env!("CARGO_PKG_VERSION")))
-}
-
 impl McpServer {
     /// A server not started yet; `http` is the client for a streamable HTTP one.
     pub(crate) fn new(config: ServerConfig, http: Option<reqwest::Client>) -> McpServer {
@@ -171,7 +187,7 @@ impl McpServer {
     /// Why the server could not be started or would not list its tools.
     pub(crate) async fn start(&self) -> Result<Vec<rmcp::model::Tool>, String> {
         let mut state = self.state.lock().await;
-        let peer = self.ensure(&mut state).await?.0;
+        let peer = self.ensure(&mut state).await?.peer;
         let listed = tokio::time::timeout(self.config.startup_timeout, peer.list_all_tools()).await;
         match listed {
             Ok(Ok(tools)) => Ok(tools),
@@ -197,13 +213,19 @@ impl McpServer {
         }
     }
 
-    /// Calls the server's tool `name` with `args` (a JSON object).
+    /// Calls the server's tool `name` with `args` (a JSON object); the
+    /// progress the server reports for it goes to `progress` while it runs.
     ///
     /// # Cancel safety
     /// Dropping the future cancels the request (rmcp sends
     /// `notifications/cancelled`); the server may still have acted.
-    pub(crate) async fn call(&self, name: &str, args: Value) -> Result<CallToolResult, CallError> {
-        let (peer, generation, left) = {
+    pub(crate) async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        progress: ProgressSink,
+    ) -> Result<CallToolResult, CallError> {
+        let Reached { peer, client, generation, left } = {
             let mut state = self.state.lock().await;
             self.ensure(&mut state).await.map_err(CallError::Unavailable)?
         };
@@ -211,7 +233,7 @@ impl McpServer {
         if let Value::Object(map) = args {
             params = params.with_arguments(map);
         }
-        match peer.call_tool(params).await {
+        match client.call_tool(&peer, params, progress).await {
             Ok(result) => Ok(result),
             Err(ServiceError::McpError(error)) => Err(CallError::Rejected(error.message.into_owned())),
             Err(error) => {
@@ -249,13 +271,13 @@ impl McpServer {
     }
 
     /// The live connection, started (again) if there is none.
-    async fn ensure(&self, state: &mut State) -> Result<(Peer<RoleClient>, u64, Option<Leavings>), String> {
+    async fn ensure(&self, state: &mut State) -> Result<Reached, String> {
         if state.closed {
             return Err("the tool set was shut down".into());
         }
         if let Some(connection) = &state.connection {
             if !connection.peer.is_transport_closed() {
-                return Ok((connection.peer.clone(), connection.generation, connection.left.clone()));
+                return Ok(connection.reached());
             }
             let left = match &connection.left {
                 Some(left) => left.describe(Duration::ZERO).await,
@@ -270,7 +292,7 @@ impl McpServer {
                     tracing::info!(server = %self.config.name, "MCP server started again");
                 }
                 state.generations = connection.generation;
-                let handle = (connection.peer.clone(), connection.generation, connection.left.clone());
+                let handle = connection.reached();
                 state.connection = Some(connection);
                 state.error = None;
                 Ok(handle)
@@ -327,7 +349,7 @@ impl McpServer {
                     }))
                 });
                 let left = Leavings { tail, read_all, exit };
-                let service = match client_info().serve(transport).await {
+                let service = match Client::new().serve(transport).await {
                     Ok(service) => service,
                     Err(e) => {
                         return Err(format!("it did not initialize: {e}{}", left.describe(EXIT_STATUS_WAIT).await));
@@ -345,7 +367,7 @@ impl McpServer {
                 config.retry_config = Arc::new(reconnect_policy());
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 let service =
-                    client_info().serve(transport).await.map_err(|e| format!("it did not initialize: {e}"))?;
+                    Client::new().serve(transport).await.map_err(|e| format!("it did not initialize: {e}"))?;
                 let peer = service.peer().clone();
                 Ok(Connection { service, peer, generation, left: None, _stderr_reader: None })
             }

@@ -132,10 +132,11 @@ struct McpTool {
 
 #[async_trait::async_trait]
 impl ToolExecutor for McpTool {
-    async fn execute(&self, _context: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+    async fn execute(&self, context: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let tool = self.local.clone();
         let provider = self.server.config.describe();
-        match self.server.call(&self.remote, args).await {
+        let progress: super::ProgressSink = Arc::new(move |progress| context.report_progress(progress));
+        match self.server.call(&self.remote, args, progress).await {
             Ok(result) => map_result(&tool, result),
             Err(CallError::Unavailable(error)) => {
                 Err(ToolError::around(&Reason::ProviderUnavailable { tool, provider, error }))
