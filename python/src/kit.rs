@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tether_client::ScriptTool;
 use tether_stores::AuditStoreUrl;
-use tether_turn::{Approver, AuditStore, DeferredApprover, Tool, ToolSpec, TurnBuilder, TurnLimits};
+use tether_turn::{Approver, AuditStore, DeferredApprover, ModelOffer, Tool, ToolSpec, TurnBuilder, TurnLimits};
 
 /// The limits a Python turn may set (`Turn.open(limits=…)`); each maps to
 /// one [`TurnLimits`] field and has its default.
@@ -38,6 +38,8 @@ struct LimitsJson {
     deadline: Option<f64>,
     /// Seconds: the time limit of `run_script`.
     script_time_limit: Option<f64>,
+    /// What the model is offered: `every`, `script` or `search`.
+    offer: Option<String>,
 }
 
 fn seconds(name: &str, secs: f64) -> PyResult<Duration> {
@@ -95,6 +97,15 @@ impl Limits {
         }
         if given.max_result_bytes.is_some() {
             d.max_result_bytes = given.max_result_bytes
+        }
+        if let Some(name) = &given.offer {
+            d.model_offer = ModelOffer::parse(name).ok_or_else(|| {
+                error::config(format!(
+                    "`offer` is `{name}`; give `every` (each tool as a function, and `run_script`), `script` \
+                     (`run_script` alone, the tools as its stubs) or `search` (`run_script`, `search_tools` \
+                     and `describe_tools`)"
+                ))
+            })?
         }
         Ok(Limits {
             turn,

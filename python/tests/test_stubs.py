@@ -105,3 +105,28 @@ def test_a_partial_is_a_tool_named_after_its_function() -> None:
     tool = tether.make_tool(functools.partial(greet, "hello"))
     assert tool.name == "greet" and tool.description == "Greets someone."
     assert tool.input_schema["required"] == ["name"] and "greeting" not in tool.input_schema["properties"]
+
+
+async def test_offer_chooses_what_the_model_is_offered_and_a_script_sees_every_tool() -> None:
+    def lookup(q: str) -> str:
+        """Looks a word up."""
+        return q.upper()
+
+    def names(turn: tether.Turn) -> List[str]:
+        return [t["name"] for t in turn.tools_for_model()]
+
+    async with tether.Turn.open([lookup]) as turn:
+        assert names(turn) == ["lookup", "run_script"], "every tool, by default"
+    async with tether.Turn.open([lookup], offer="script") as turn:
+        assert names(turn) == ["run_script"], "the tools are paid for once, as stubs"
+        assert "def lookup(" in turn.tools_for_model()[0]["description"]
+        ran = await turn.run_script_tool()('unwrap(lookup(q="tether"))')
+        assert ran.value["result"] == "TETHER", "a script calls every tool"
+    async with tether.Turn.open([lookup], offer="search") as turn:
+        assert names(turn) == ["run_script", "search_tools", "describe_tools"]
+        assert "def lookup(" not in turn.tools_for_model()[0]["description"], "named, its stub read on demand"
+        described = await turn.execute("m2", "describe_tools", {"names": ["lookup"]})
+        assert described.ok and "def lookup(" in str(described.value), described
+    with pytest.raises(tether.ConfigError, match="`offer` is `all`; give `every`"):
+        async with tether.Turn.open([lookup], offer="all"):  # type: ignore[arg-type]
+            pass

@@ -18,6 +18,7 @@ from typing import (
     Generator,
     Iterable,
     List,
+    Literal,
     Optional,
     Set,
     Tuple,
@@ -151,8 +152,11 @@ class _EventHub:
     def deliver(self, event_json: str) -> None:
         data = json.loads(event_json)
         key = f"{data.get('parent_call_id')}\n{data.get('call_id')}"
-        if data.get("kind") == "started":
+        kind = data.get("kind")
+        if kind == "started":
             self._callers[key] = (data.get("origin"), data.get("depth"))
+        elif kind == "progress":
+            data["origin"], data["depth"] = self._callers.get(key, (None, None))
         else:
             data["origin"], data["depth"] = self._callers.pop(key, (None, None))
         event = _from(ToolEvent, data)
@@ -265,6 +269,7 @@ class Turn:
         max_result_bytes: Optional[int] = None,
         deadline: Optional[float] = None,
         script_time_limit: Optional[float] = None,
+        offer: Optional[Literal["every", "script", "search"]] = None,
         verbatim_tool_errors: bool = False,
     ) -> "_Opening":
         """Opens a turn.
@@ -301,6 +306,13 @@ class Turn:
           ``max_result_bytes``, ``audit_args_bytes`` (4096),
           ``capture_payloads`` (off), ``deadline`` (seconds from now; none),
           ``script_time_limit`` (1800 s).
+        - ``offer``: what :meth:`tools_for_model` offers the model (scripts
+          see every tool either way, under the same checks): ``"every"``
+          (the default: each tool as a function, and ``run_script`` with
+          their stubs), ``"script"`` (``run_script`` alone: the tools are
+          paid for once, as its stubs) or ``"search"`` (``run_script``
+          naming the tools, with ``search_tools`` and ``describe_tools`` for
+          the model to read the stubs it needs: for many tools).
         - ``verbatim_tool_errors`` (off): a tool that raises an exception
           other than :class:`tether.ToolError` fails with ``tool_failed``,
           and the model (or script) reads only the tool and the exception's
@@ -327,6 +339,7 @@ class Turn:
             max_result_bytes=max_result_bytes,
             deadline=deadline,
             script_time_limit=script_time_limit,
+            offer=offer,
         )
         made = [make_tool(t) for t in tools]
         hub = _EventHub(on_event)
