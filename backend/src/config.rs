@@ -9,8 +9,10 @@
 //! - `[[tools]]` and `[mcp.<name>]`: the tools ([`ToolsConfig`], `tether-tools`)
 //! - `[turn]` (the turn's limits and deadline), `[agents.<name>]` and
 //!   `[[agent_tools]]` (peer agents as tools): `sections.rs`
+//! - `[serve]` (what `tether mcp` serves, and its approval fallback): `serve.rs`
 
 use crate::sections::{TurnSection, read_agents};
+use crate::serve::ServeSection;
 use std::path::{Path, PathBuf};
 use tether_agent::AgentsConfig;
 use tether_tools::read::At;
@@ -27,9 +29,11 @@ pub struct Config {
     pub turn: TurnSection,
     /// `[agents.<name>]` and `[[agent_tools]]`: peer agents as tools.
     pub agents: AgentsConfig,
+    /// `[serve]`: what `tether mcp` serves a client.
+    pub serve: ServeSection,
 }
 
-const TOP_KEYS: [&str; 5] = ["tools", "mcp", "turn", "agents", "agent_tools"];
+const TOP_KEYS: [&str; 6] = ["tools", "mcp", "turn", "agents", "agent_tools", "serve"];
 
 impl Config {
     /// Reads and checks the file at `path`, expanding `${NAME}` from `vars`.
@@ -60,6 +64,7 @@ impl Config {
             tools,
             turn: TurnSection::read(&top, section(&top, &mut table, "turn")?)?,
             agents: read_agents(&top, section(&top, &mut table, "agents")?, table.remove("agent_tools"))?,
+            serve: ServeSection::read(&top, section(&top, &mut table, "serve")?)?,
         })
     }
 

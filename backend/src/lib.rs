@@ -24,6 +24,7 @@
 
 mod config;
 mod sections;
+mod serve;
 
 pub use tether_agent as agent;
 pub use tether_stores as stores;
@@ -48,6 +49,7 @@ pub mod turn {
 pub mod tools {
     pub use crate::config::Config;
     pub use crate::sections::TurnSection;
+    pub use crate::serve::{ApprovalFallback, ServeSection};
     pub use tether_tools::*;
 }
 

@@ -124,7 +124,9 @@ impl BearerToken {
         BearerToken::new(&text)
     }
 
-    fn matches(&self, presented: &[u8]) -> bool {
+    /// True when `presented` is the token, compared in constant time (also
+    /// `tether mcp --listen`'s check of its clients).
+    pub fn matches(&self, presented: &[u8]) -> bool {
         let digest: [u8; 32] = Sha256::digest(presented).into();
         self.digest.ct_eq(&digest).into()
     }

@@ -22,6 +22,9 @@
 //! - [`paint`]: colour on a terminal (ok, a tool's error, a failure, a prompt)
 //! - [`answer_all`]: the approver of `--approval allow-all` and `approve --all`
 //!   (one answer for every call, each printed and counted)
+//! - [`mcp_server`]: `tether mcp` — the configured tools served to MCP
+//!   clients as code mode, one turn per session, approvals asked through
+//!   the client
 //! - [`waiting`]: `tether pending` — what parked runs and agent turns wait on
 //! - [`parked`]: `tether approve`, `deny` and `expire` — answering what waits,
 //!   and resuming the script runs and agent turns it frees
@@ -36,6 +39,7 @@ pub mod init;
 pub mod interrupt;
 mod line_editor;
 pub mod listing;
+pub mod mcp_server;
 pub mod model;
 pub mod paint;
 pub mod parked;

@@ -15,11 +15,12 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 use std::path::PathBuf;
-use tether_backend::tools::ToolSet;
+use tether_backend::tools::{ApprovalFallback, ToolSet};
 use tether_cli::audit;
 use tether_cli::chat;
 use tether_cli::demo::{self, DemoWorld};
 use tether_cli::listing;
+use tether_cli::mcp_server;
 use tether_cli::model::ModelChoice;
 use tether_cli::parked;
 use tether_cli::waiting;
@@ -95,6 +96,40 @@ enum Command {
         model: ModelChoice,
         #[command(flatten)]
         backend: BackendArgs,
+    },
+    /// Serve the configured tools to an MCP client (Claude Desktop, Claude
+    /// Code, Cursor, VS Code…) as code mode: run_script with the tools' typed
+    /// stubs, search_tools and describe_tools; one turn per session, every
+    /// call checked, approved through the client and audited (docs/mcp-server.md).
+    #[command(
+        after_help = "Examples:\n  tether mcp --config tether.toml                      # stdio, as a client launches it\n  \
+                            tether mcp --config tether.toml --listen 127.0.0.1:8765   # streamable HTTP at /mcp\n  \
+                            tether mcp --listen 0.0.0.0:8765 --token-file token    # clients send the bearer token"
+    )]
+    Mcp {
+        /// The tools' configuration (see examples/tether.toml; `[serve]` sets what is served).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Serve streamable HTTP on this address (at `/mcp`) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+        /// With --listen: the bearer token every client must send (required
+        /// unless ADDR is loopback).
+        #[arg(long, env = "TETHER_MCP_TOKEN_FILE", value_name = "PATH", requires = "listen")]
+        token_file: Option<PathBuf>,
+        /// Serve the configured tools too, for direct calls (`[serve] direct_tools`).
+        #[arg(long)]
+        direct_tools: bool,
+        /// Who decides an approval when the client cannot ask its person (no
+        /// elicitation): deny, allow-all, or park for `tether approve`
+        /// (`[serve] approval_fallback`; default deny).
+        #[arg(long, value_name = "FALLBACK", value_parser = parse_fallback)]
+        approval_fallback: Option<ApprovalFallback>,
+        /// The largest request a client may send, in bytes (default 4 MiB).
+        #[arg(long, value_name = "BYTES")]
+        max_request_bytes: Option<usize>,
+        #[command(flatten)]
+        resume: ResumeArgs,
     },
     /// Print the typed Python API a script sees for the configured tools
     /// (what the `run_script` tool's description embeds).
@@ -434,6 +469,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&outcomes)?);
             Ok(())
         }
+        Command::Mcp { config, listen, token_file, direct_tools, approval_fallback, max_request_bytes, resume } => {
+            let flags = resume.backend(before);
+            let source = Source::load(config_file(config), flags.world.demo_db.clone())?;
+            let options = mcp_server::ServeOptions {
+                listen: *listen,
+                token_file: token_file.clone(),
+                direct_tools: *direct_tools,
+                fallback: *approval_fallback,
+                max_request_bytes: *max_request_bytes,
+            };
+            mcp_server::serve(&flags, source, options).await
+        }
         Command::Chat { backend, .. } if backend.or(before).approval == Some(Approval::Later) => {
             anyhow::bail!(
                 "`--approval later` parks a turn in the audit store and ends; a chat goes on from turn to turn \
@@ -491,6 +538,11 @@ async fn run_script(args: &BackendArgs, source: Source, code: String, input: Val
     let outcome = backend.run_script(code, input, label).await;
     backend.stop().await?;
     print_outcome(&outcome?, "the script did not complete")
+}
+
+/// `--approval-fallback`'s value: `deny`, `allow-all` or `park`.
+fn parse_fallback(name: &str) -> Result<ApprovalFallback, String> {
+    ApprovalFallback::parse(name).ok_or_else(|| format!("`{name}` is not one of deny, allow-all, park"))
 }
 
 /// Prints a JSON outcome on stdout; fails with `failed` (a nonzero exit for
