@@ -207,6 +207,7 @@ class TurnOptions(TypedDict, total=False):
     max_result_bytes: Optional[int]
     deadline: Optional[float]
     script_time_limit: Optional[float]
+    offer: Optional[Literal["every", "script", "search"]]
     verbatim_tool_errors: bool
 
 

@@ -1,0 +1,255 @@
+"""Approvals that wait, the frameworks' way (issue 26, item 8): with
+`approver=tether.LATER`, a script whose run parks, and a direct call of a
+tool that needs approval, end the agent run with the framework's own
+human-in-the-loop object — the Agents SDK's interruptions and `RunState`,
+Pydantic AI's deferred tool requests — carrying what the person must see.
+A FRESH PROCESS then answers (approve, or deny), resumes the framework's
+run, and the model reads the real result: the effect happens exactly once,
+or never, audited once with who decided; answering the same saved run
+again runs nothing. Real frameworks, the fake chat-completions server, the
+embedded sidecar, a SQLite store and the session's park key file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+import tether
+from fake_openai import FakeOpenAI, final_text, last_tool_result, tool_call
+from hitl_world import TESTS, Interrupted, interrupt
+
+ONE_WIRE = 'r = wire(amount=120)\n{"wired": r["ok"], "value": r["value"], "error": r["error"]}'
+
+TWO_WIRES = 'a = wire(amount=1)\nb = wire(amount=2)\n[a["ok"], b["ok"], balance()["value"]]'
+
+
+def echo_last_result() -> Any:
+    """The model's answer once it has the tool's result: that result, as text."""
+    return final_text(lambda messages: json.dumps(last_tool_result(messages)))
+
+
+class Backend:
+    """One test's web backend: a SQLite store its processes share, and the
+    file `wire` appends a line to for each transfer."""
+
+    def __init__(self, tmp_path: Path, framework: str) -> None:
+        self.framework = framework
+        self.audit = f"sqlite:{tmp_path / 'audit.db'}"
+        self.effects = tmp_path / "effects.txt"
+        self.effects.touch()
+
+    def wired(self) -> List[str]:
+        return self.effects.read_text().splitlines()
+
+    async def interrupt(self, model_call: Any) -> Interrupted:
+        """The request that ends on a waiting call: the model makes `model_call`."""
+        with FakeOpenAI([model_call]) as fake:
+            interrupted = await interrupt(self.framework, fake.base_url, str(self.effects), self.audit)
+        assert len(fake.requests) == 1, "the run ended on the call: the model was not asked again"
+        return interrupted
+
+    def resume_elsewhere(self, saved: str, turn_id: str, replies: List[Any], **answer: Any) -> Dict[str, Any]:
+        """A fresh process answers and resumes the saved run, against a
+        model that says `replies`: its outcome, and each tool result the
+        model was sent (`model_saw`)."""
+        with FakeOpenAI(replies) as fake:
+            args = {"framework": self.framework, "base_url": fake.base_url, "effects": str(self.effects),
+                    "audit": self.audit, "saved": saved, "turn_id": turn_id, "answer": answer}
+            done = subprocess.run([sys.executable, str(TESTS / "hitl_world.py"), json.dumps(args)],
+                                  capture_output=True, text=True, timeout=180, env=dict(os.environ))
+        assert done.returncode in (0, 3) and done.stdout.strip(), done.stderr
+        outcome: Dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        outcome["model_saw"] = [last_tool_result(request["messages"]) for request in fake.requests]
+        return outcome
+
+    async def rows(self, turn_id: str, tool: str) -> List[tether.AuditRow]:
+        return [row for row in await tether.read_audit_log(self.audit, turn_id) if row.tool == tool]
+
+
+@pytest.fixture(params=["openai_agents", "pydantic_ai"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    return Backend(tmp_path, str(request.param))
+
+
+def assert_refused_as_answered(outcome: Dict[str, Any]) -> None:
+    assert outcome.get("error") == "NotWaiting" and "already" in outcome["message"], outcome
+    assert outcome["model_saw"] == [], "the model was not asked"
+
+
+async def test_a_parked_script_ends_the_run_and_its_approval_in_a_fresh_process_runs_it_once(backend: Backend) -> None:
+    interrupted = await backend.interrupt(tool_call("call_s", "run_script", {"code": ONE_WIRE}))
+    turn_id = interrupted.turn_id
+    # What the person must see: the turn, the run, each call's tool and exact arguments.
+    (waiting,) = interrupted.waiting
+    assert (waiting.call_id, waiting.tool, waiting.turn_id, waiting.run_id) == ("call_s", "run_script", turn_id, f"{turn_id}/run-1")
+    assert waiting.args["code"] == ONE_WIRE
+    assert [(c.call_id, c.tool, c.args) for c in waiting.calls] == [("call_s/1", "wire", {"amount": 120})]
+    assert backend.wired() == [], "nothing is wired before the answer"
+    assert [run.run_id for run in await tether.pending(backend.audit)] == [waiting.run_id]
+
+    outcome = backend.resume_elsewhere(interrupted.saved, turn_id, [echo_last_result()], approve=True, decided_by="alice")
+    assert outcome["still"] == [], outcome
+    # The model read the resumed script's real result, and answered with it.
+    (seen,) = outcome["model_saw"]
+    assert seen["ok"] is True and seen["value"]["result"] == {"wired": True, "value": {"sent": 120}, "error": None}
+    assert json.loads(outcome["output"]) == seen
+    assert backend.wired() == ["wired 120"]
+    (wire,) = await backend.rows(turn_id, "wire")
+    assert (wire.call_id, wire.origin, wire.status, wire.approval, wire.decided_by) == ("call_s/1", "script", "ok", "approved", "alice")
+    (script,) = await backend.rows(turn_id, "run_script")
+    assert (script.call_id, script.status) == ("call_s", "ok")
+    assert await tether.pending(backend.audit) == []
+
+    # The same saved run resumed again, by another process: nothing runs twice.
+    again = backend.resume_elsewhere(interrupted.saved, turn_id, [echo_last_result()], approve=True, decided_by="alice")
+    assert_refused_as_answered(again)
+    assert backend.wired() == ["wired 120"]
+    assert len(await backend.rows(turn_id, "wire")) == 1 and len(await backend.rows(turn_id, "run_script")) == 1
+
+
+async def test_a_parked_script_denied_from_a_fresh_process_never_runs_the_call_and_goes_on(backend: Backend) -> None:
+    interrupted = await backend.interrupt(tool_call("call_s", "run_script", {"code": ONE_WIRE}))
+    outcome = backend.resume_elsewhere(
+        interrupted.saved, interrupted.turn_id, [echo_last_result()], approve=False, decided_by="bob", reason="not today"
+    )
+    assert outcome["still"] == [], outcome
+    # The script went on with the denial; the model read its real result.
+    (seen,) = outcome["model_saw"]
+    value = seen["value"]["result"]
+    assert seen["ok"] is True and value["wired"] is False and value["value"] is None
+    assert value["error"]["code"] == tether.codes.APPROVAL_DENIED and "not today" in value["error"]["message"]
+    assert backend.wired() == []
+    (wire,) = await backend.rows(interrupted.turn_id, "wire")
+    assert (wire.approval, wire.decided_by, wire.approval_reason, wire.code) == (
+        "denied", "bob", "not today", tether.codes.APPROVAL_DENIED
+    )
+    assert await tether.pending(backend.audit) == []
+
+
+async def test_a_script_that_waits_again_ends_the_resumed_run_again_on_the_calls_it_waits_on_now(backend: Backend) -> None:
+    interrupted = await backend.interrupt(tool_call("call_s", "run_script", {"code": TWO_WIRES}))
+    (waiting,) = interrupted.waiting
+    assert [(c.call_id, c.args) for c in waiting.calls] == [("call_s/1", {"amount": 1})]
+    first = backend.resume_elsewhere(interrupted.saved, interrupted.turn_id, [echo_last_result()], approve=True, decided_by="alice")
+    # Wired 1, and waits on the second wire, shown: the model was not asked.
+    (still,) = first["still"]
+    assert still["call_id"] == "call_s" and still["run_id"] == waiting.run_id, still
+    assert [(c["call_id"], c["tool"], c["args"]) for c in still["calls"]] == [("call_s/2", "wire", {"amount": 2})]
+    assert first["model_saw"] == [] and backend.wired() == ["wired 1"]
+    second = backend.resume_elsewhere(first["saved"], interrupted.turn_id, [echo_last_result()], approve=True, decided_by="carol")
+    assert second["still"] == [] and second["model_saw"][0]["value"]["result"] == [True, True, 1000], second
+    assert backend.wired() == ["wired 1", "wired 2"]
+    wires = await backend.rows(interrupted.turn_id, "wire")
+    assert [(r.call_id, r.approval, r.decided_by) for r in wires] == [("call_s/1", "approved", "alice"), ("call_s/2", "approved", "carol")]
+    assert len(await backend.rows(interrupted.turn_id, "run_script")) == 1
+
+
+async def test_a_direct_call_that_needs_approval_ends_the_run_and_its_approval_in_a_fresh_process_runs_it_once(
+    backend: Backend,
+) -> None:
+    interrupted = await backend.interrupt(tool_call("call_d", "wire", {"amount": 7}))
+    (waiting,) = interrupted.waiting
+    assert (waiting.call_id, waiting.tool, waiting.args, waiting.run_id, waiting.calls) == ("call_d", "wire", {"amount": 7}, None, [])
+    # It never reached the turn: nothing ran, nothing is audited, nothing parked.
+    assert await tether.read_audit_log(backend.audit, interrupted.turn_id) == []
+    assert await tether.pending(backend.audit) == [] and backend.wired() == []
+
+    outcome = backend.resume_elsewhere(interrupted.saved, interrupted.turn_id, [echo_last_result()], approve=True, decided_by="alice")
+    (seen,) = outcome["model_saw"]
+    assert seen == {"ok": True, "value": {"sent": 7}, "error": None}, outcome
+    assert backend.wired() == ["wired 7"]
+    # One row, in the turn that answered it: `<turn id>/<call id>`.
+    answered_in = f"{interrupted.turn_id}/call_d"
+    (row,) = await backend.rows(answered_in, "wire")
+    assert (row.call_id, row.origin, row.status, row.approval, row.decided_by, row.args) == (
+        "call_d", "model", "ok", "approved", "alice", {"amount": 7}
+    )
+
+    again = backend.resume_elsewhere(interrupted.saved, interrupted.turn_id, [echo_last_result()], approve=True, decided_by="alice")
+    assert_refused_as_answered(again)
+    assert backend.wired() == ["wired 7"] and len(await backend.rows(answered_in, "wire")) == 1
+
+
+async def test_a_direct_call_denied_from_a_fresh_process_never_runs_and_the_model_reads_the_denial(backend: Backend) -> None:
+    interrupted = await backend.interrupt(tool_call("call_d", "wire", {"amount": 7}))
+    outcome = backend.resume_elsewhere(
+        interrupted.saved, interrupted.turn_id, [echo_last_result()], approve=False, decided_by="bob", reason="over budget"
+    )
+    (seen,) = outcome["model_saw"]
+    assert seen["ok"] is False and seen["error"]["code"] == tether.codes.APPROVAL_DENIED, outcome
+    assert "over budget" in seen["error"]["message"]
+    assert backend.wired() == []
+    (row,) = await backend.rows(f"{interrupted.turn_id}/call_d", "wire")
+    assert (row.approval, row.decided_by, row.approval_reason) == ("denied", "bob", "over budget")
+
+
+@pytest.mark.parametrize("model_call", [
+    tool_call("call_s", "run_script", {"code": ONE_WIRE}), tool_call("call_d", "wire", {"amount": 7}),
+], ids=["script", "direct"])
+async def test_an_approval_given_the_frameworks_way_without_tethers_answer_runs_nothing(
+    backend: Backend, model_call: Any
+) -> None:
+    from hitl_world import approve_bare
+
+    interrupted = await backend.interrupt(model_call)
+    parked_before = await tether.pending(backend.audit)
+    with FakeOpenAI([echo_last_result()]) as fake:
+        bare = approve_bare(backend.framework, fake.base_url, str(backend.effects), backend.audit, interrupted.saved)
+        if backend.framework == "pydantic_ai" and interrupted.waiting[0].run_id is not None:
+            # The run ends on the same script again, as it was shown (its run found in the store).
+            assert await bare == interrupted.waiting
+        else:
+            # Pydantic AI cannot tell which turn a direct call was stopped in; the SDK cannot answer
+            # from inside the tool: the resumed run raises, saying how to answer.
+            how = "`tether.adapters.pydantic_ai.answer" if backend.framework == "pydantic_ai" else "`await turn_tools.answer"
+            with pytest.raises(Exception, match=f"was approved without it: .*{how}"):
+                await bare
+    assert fake.requests == [], "the model was not asked"
+    assert backend.wired() == [] and await tether.pending(backend.audit) == parked_before
+    assert [r for r in await tether.read_audit_log(backend.audit, interrupted.turn_id) if r.tool == "wire"] == []
+
+
+async def test_answers_that_cannot_be_carried_out_say_why(backend: Backend) -> None:
+    interrupted = await backend.interrupt(tool_call("call_s", "run_script", {"code": ONE_WIRE}))
+    if backend.framework == "pydantic_ai":
+        from pydantic import TypeAdapter
+        from pydantic_ai import DeferredToolRequests
+        from tether.adapters.pydantic_ai import answer
+
+        requests = TypeAdapter(DeferredToolRequests).validate_python(json.loads(interrupted.saved)["requests"])
+        with pytest.raises(tether.NotWaiting, match="no Tether call `call_x` waits in these requests; those that do: `call_s`"):
+            answer(requests, approve=True, decided_by="alice", call_id="call_x")
+        with pytest.raises(tether.ConfigError, match="`decided_by` is empty"):
+            answer(requests, approve=True, decided_by=" ")
+    else:
+        from agents import RunState
+        from tether.adapters.openai_agents import open_turn
+
+        async with open_turn(tools_of(backend)) as not_later:
+            with pytest.raises(tether.ConfigError, match="not opened with `approver=tether.LATER`"):
+                await not_later.pending([])
+        async with open_turn(tools_of(backend), approver=tether.LATER, audit=backend.audit) as turn_tools:
+            state = await RunState.from_string(agent_of(turn_tools), interrupted.saved)
+            with pytest.raises(tether.NotWaiting, match=f"no run of the model's `run_script` call `call_s` waits in turn `{turn_tools.turn.id}`"):
+                await turn_tools.answer(state, approve=True, decided_by="alice")  # this turn's id, not the run's
+            with pytest.raises(tether.NotWaiting, match="no interruption of this state waits on Tether for call `call_x`"):
+                await turn_tools.answer(state, approve=True, decided_by="alice", call_id="call_x", turn_id=interrupted.turn_id)
+    assert backend.wired() == [] and len(await tether.pending(backend.audit)) == 1
+
+
+def tools_of(backend: Backend) -> List[tether.Tool]:
+    import parked_world
+
+    return parked_world.tools(backend.effects)
+
+
+def agent_of(turn_tools: Any) -> Any:
+    from hitl_world import agents_agent
+
+    return agents_agent("http://127.0.0.1:9/v1", turn_tools.tools)
