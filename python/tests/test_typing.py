@@ -45,9 +45,9 @@ def test_mypy_accepts_the_package_and_the_quickstart_and_flags_wrong_calls(tmp_p
 
 
 ADAPTER_USE = """
-from typing import Any, Dict
-from agents import Agent
-from pydantic_ai import Agent as PydanticAgent
+from typing import Any, Dict, List
+from agents import Agent, RunState, Runner
+from pydantic_ai import Agent as PydanticAgent, DeferredToolRequests, DeferredToolResults
 import tether
 from tether.adapters import openai_agents, pydantic_ai
 
@@ -61,6 +61,16 @@ async def main() -> None:
         PydanticAgent("test", toolsets=[toolset.toolset])
     if tether.codes.APPROVAL_DENIED == "approval_denied":
         pass
+
+async def later(saved: str, turn_id: str, requests: DeferredToolRequests) -> None:
+    async with openai_agents.open_turn([send], approver=tether.LATER, audit="sqlite:a.db") as turn_tools:
+        agent = Agent(name="a", tools=turn_tools.tools)
+        shown: List[openai_agents.Waiting] = await turn_tools.pending((await Runner.run(agent, "x")).interruptions)
+        state = await RunState.from_string(agent, saved)
+        still: List[openai_agents.Waiting] = await turn_tools.answer(state, turn_id=turn_id, approve=True, decided_by="a")
+    listed: List[pydantic_ai.Waiting] = pydantic_ai.pending(requests)
+    results: DeferredToolResults = pydantic_ai.answer(requests, approve=False, decided_by="b", reason="no", call_id="c")
+    print(shown, still, listed[0].calls[0].args, results)
 """
 
 ADAPTER_WRONG = """
