@@ -9,6 +9,13 @@
 //! record ([`model_loop_run_id`]) beside the parked runs, so any process
 //! sharing the audit store answers the call and goes on
 //! ([`AgentLoop::resume`](super::AgentLoop::resume)).
+//!
+//! An agent tool's nested turn parks the same way, under its own turn id
+//! ([`nested_turn_id`](super::nested_turn_id)): its record holds the agent
+//! tool's call, whose row in the enclosing turn is owed ([`NestedAt`]), and
+//! the enclosing loop's record waits on it ([`WaitsOn::Agent`]). Answering
+//! goes from the innermost turn out: the nested loop's answer is the agent
+//! tool's result ([`PeerAgents::resume_nested`](super::PeerAgents::resume_nested)).
 
 use super::chat::ModelToolCall;
 use serde::{Deserialize, Serialize};
@@ -33,6 +40,24 @@ pub struct AgentPark {
     pub iteration: u32,
     /// Chat-completions requests made so far.
     pub model_requests: u32,
+    /// For an agent tool's nested turn: where it sits. `None` at the top.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested: Option<NestedAt>,
+}
+
+/// Where a parked nested agent turn sits: the turn whose agent-tool call
+/// started it, and which agent it runs. The agent tool's call itself is the
+/// record's [`ParkedRun::call`]: its row in the enclosing turn is written
+/// when the nested turn answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NestedAt {
+    /// The turn that made the agent tool's call.
+    pub parent_turn_id: String,
+    /// The agent the nested turn runs.
+    pub agent: String,
+    /// The agents whose turns enclose the nested turn, outermost first (the
+    /// agent tools it is offered follow from them: none of the chain).
+    pub chain: Vec<String>,
 }
 
 /// What a parked model loop's call waits on.
@@ -45,6 +70,10 @@ pub enum WaitsOn {
     /// The script run the call started (`run_script`), parked in the store
     /// with the calls it waits on: the run's result is the call's.
     Run,
+    /// The nested turn the call started (an agent tool), parked in the store
+    /// under [`nested_turn_id`](super::nested_turn_id) with its own
+    /// model-loop record: the nested agent's answer is the call's.
+    Agent,
 }
 
 impl AgentPark {

@@ -8,19 +8,28 @@
 //!
 //! Runners (endpoint + config) are built at first use and cached per agent;
 //! [`PeerAgents::set_config`] evicts the agents whose config changed.
+//!
+//! With [`PeerAgents::set_parking`], a nested turn whose call waits for a
+//! person who answers from elsewhere parks in the audit store as a top-level
+//! agent turn does (`park.rs`), and the agent tool's call ends `run_parked`:
+//! the enclosing loop parks on it. [`PeerAgents::resumed_turn`] and
+//! [`PeerAgents::resume_nested`] go on from there in any process.
 
 use super::chat::ChatEndpoint;
 use super::config::{AgentConfig, AgentsConfig};
 use super::error::AgentError;
 use super::events::{AgentEvent, AgentEventSink};
 use super::merge::{agent_tool_name, effective_agent_tools};
-use super::run::{AgentLoop, DEFAULT_MAX_ITERATIONS};
+use super::park::{AgentPark, NestedAt};
+use super::run::{AgentLoop, AgentRun, DEFAULT_MAX_ITERATIONS, Nested};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
 use tether_turn::{
-    Code, Tool, ToolContext, ToolError, ToolExecutor, ToolOutput, ToolSpec, Turn, TurnBuilder, TurnError,
+    CallResult, Code, OwedCall, ParkedRun, Reason, Tool, ToolContext, ToolError, ToolExecutor, ToolOutput, ToolSpec,
+    Turn, TurnAccess, TurnBuilder, TurnError, unix_ms,
 };
 
 /// What the host adds to an agent tool's nested turn, given the target
@@ -43,6 +52,8 @@ struct Inner {
     setup: NestedTurnSetup,
     events: Arc<dyn AgentEventSink>,
     max_iterations: u32,
+    /// Set: nested turns park as the top-level one does, with this owner context.
+    parking: RwLock<Option<Value>>,
 }
 
 /// One agent, ready to run: its config and endpoint.
@@ -68,6 +79,7 @@ impl PeerAgents {
                 setup,
                 events,
                 max_iterations: DEFAULT_MAX_ITERATIONS,
+                parking: RwLock::new(None),
             }),
         }
     }
@@ -93,6 +105,18 @@ impl PeerAgents {
             keep
         });
         *current = config;
+    }
+
+    /// Nested turns park in the audit store when a call of theirs waits for
+    /// a person who answers from elsewhere, with `owner` as their record's
+    /// owner context — set it with the top-level loop's
+    /// [`AgentLoop::parking`] — or, with `None`, wait where they are.
+    pub fn set_parking(&self, owner: Option<Value>) {
+        *self.inner.parking.write().unwrap_or_else(|p| p.into_inner()) = owner;
+    }
+
+    fn parking(&self) -> Option<Value> {
+        self.inner.parking.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The agents whose runner is built and cached, sorted.
@@ -177,6 +201,127 @@ impl PeerAgents {
     }
 }
 
+impl PeerAgents {
+    /// `builder` set up as a nested turn of `target` under `parent`: the
+    /// host's setup, the parent's limits, cancellation and deadline, and the
+    /// agent tools of `chain` (the agents enclosing it, `target` last).
+    fn nested_builder(
+        &self,
+        parent: &dyn TurnAccess,
+        target: &str,
+        chain: Vec<String>,
+        builder: TurnBuilder,
+    ) -> Result<TurnBuilder, TurnError> {
+        let mut builder = (self.inner.setup)(target, builder)
+            .limits(parent.limits().clone())
+            .cancel_token(parent.cancel_token().child_token());
+        if let Some(deadline) = parent.deadline() {
+            builder = builder.deadline(deadline);
+        }
+        Ok(self.tools_for_chain(chain)?.into_iter().fold(builder, TurnBuilder::add_tool))
+    }
+
+    /// The loop that runs `target`'s model in a nested turn under `call`
+    /// (the agent tool's call), parking as [`set_parking`](Self::set_parking) says.
+    fn nested_loop(&self, runner: &Runner, call: OwedCall, at: NestedAt) -> AgentLoop {
+        let agent_loop = AgentLoop::new(runner.endpoint.clone())
+            .system_prompt(runner.config.system_prompt.clone())
+            .max_iterations(self.inner.max_iterations)
+            .events(self.inner.events.clone())
+            .nested(Nested { call, at });
+        match self.parking() {
+            Some(owner) => agent_loop.parking(owner),
+            None => agent_loop,
+        }
+    }
+
+    /// The nested turn of a parked agent tool's call, built again in this
+    /// process from its model-loop record `record` (read with
+    /// [`AgentPark::of`]; its `nested` says where it sits), under `parent`,
+    /// the turn that made the call, itself resumed: its counts are the
+    /// record's, its tools those `target` is offered there.
+    ///
+    /// # Errors
+    /// [`AgentError::Setup`] if `record` is not a nested turn's, or its turn
+    /// cannot be set up.
+    pub fn resumed_turn(&self, parent: &Turn, record: &ParkedRun) -> Result<Turn, AgentError> {
+        let at = nested_at(record)?;
+        let setup = |reason: String| AgentError::Setup { agent: at.agent.clone(), reason };
+        let mut chain = at.chain.clone();
+        chain.push(at.agent.clone());
+        let builder = Turn::builder(record.turn_id.clone()).resumed(record.turn.clone());
+        let builder = self.nested_builder(parent, &at.agent, chain, builder).map_err(|e| setup(e.to_string()))?;
+        builder.build().map_err(|e| setup(format!("its turn cannot be set up: {e}")))
+    }
+
+    /// Goes on with the nested turn `turn` (from [`resumed_turn`](Self::resumed_turn))
+    /// parked at its model-loop record `record`: `answer` — what the call
+    /// its model waited on came to — goes to its model, and its loop goes on
+    /// to its answer, which is the result of the agent tool's call in
+    /// `parent`; that call gets its one row there ([`Turn::settle_resumed`]).
+    /// When the nested loop parks again (its record replaced), the result is
+    /// `run_parked` and no row is written yet.
+    ///
+    /// # Errors
+    /// [`AgentError::Setup`] if `record` is not a nested turn's model-loop
+    /// record (nothing is written then).
+    pub async fn resume_nested(
+        &self,
+        parent: &Turn,
+        turn: &Turn,
+        record: &ParkedRun,
+        answer: &Value,
+    ) -> Result<CallResult, AgentError> {
+        let at = nested_at(record)?;
+        let setup = |reason: String| AgentError::Setup { agent: at.agent.clone(), reason };
+        let park = AgentPark::of(record).map_err(setup)?;
+        let owed = record
+            .call
+            .clone()
+            .ok_or_else(|| setup(format!("the parked turn `{}` names no agent tool call", record.turn_id)))?;
+        let resumed = async {
+            let runner = self.runner(&at.agent).map_err(|error| {
+                ToolError::new(Code::ToolFailed.as_str(), format!("agent `{}` failed: {error}", at.agent))
+            })?;
+            let run = self.nested_loop(&runner, owed.clone(), at.clone()).resume(turn, park, answer).await;
+            nested_outcome(&at.agent, turn.id(), run)
+        };
+        Ok(parent.settle_resumed(&owed, resumed).await)
+    }
+}
+
+/// Where the nested turn of model-loop record `record` sits.
+fn nested_at(record: &ParkedRun) -> Result<NestedAt, AgentError> {
+    let setup = |reason: String| AgentError::Setup { agent: String::new(), reason };
+    AgentPark::of(record)
+        .map_err(setup)?
+        .nested
+        .ok_or_else(|| setup(format!("`{}` is a top-level turn's record, not a nested turn's", record.turn_id)))
+}
+
+/// What a nested turn of `agent` came to, as the agent tool's result: its
+/// answer, `run_parked` when it parked, else a failure naming the agent (with
+/// the approval-required actions that may have run).
+fn nested_outcome(agent: &str, turn_id: &str, run: AgentRun) -> Result<ToolOutput, ToolError> {
+    let metadata = json!({"agent": agent, "turn_id": turn_id, "model_requests": run.model_requests});
+    match run.result {
+        Ok(text) => Ok(ToolOutput::new(Value::String(text)).with_metadata(metadata)),
+        Err(AgentError::Parked { .. }) => {
+            Err(ToolError::around(&Reason::AgentParked { agent: agent.to_owned(), turn_id: turn_id.to_owned() }))
+        }
+        Err(error) => {
+            let mut why = error.to_string();
+            if !run.possibly_executed.is_empty() {
+                let actions: Vec<String> =
+                    run.possibly_executed.iter().map(|e| format!("{} ({})", e.call.tool, e.call.call_id)).collect();
+                why.push_str(&format!("; approval-required actions that may have run: {}", actions.join(", ")));
+            }
+            Err(ToolError::new(Code::ToolFailed.as_str(), format!("agent `{agent}` failed: {why}"))
+                .with_metadata(metadata))
+        }
+    }
+}
+
 /// The id of the nested turn an agent tool's call `call_id` in turn
 /// `turn_id` runs: `<turn_id>/<call_id>`. Its audit rows are read under this
 /// id (`tether audit` shows them under the call).
@@ -198,19 +343,11 @@ impl AgentTool {
     }
 
     fn nested_turn(&self, context: &ToolContext) -> Result<Turn, ToolError> {
-        let parent = &context.turn;
+        let parent = &*context.turn;
         let mut chain = self.chain.clone();
         chain.push(self.target.clone());
-        let mut builder =
-            (self.peers.inner.setup)(&self.target, Turn::builder(nested_turn_id(parent.id(), &context.call_id)))
-                .limits(parent.limits().clone())
-                .cancel_token(parent.cancel_token().child_token());
-        if let Some(deadline) = parent.deadline() {
-            builder = builder.deadline(deadline);
-        }
-        for tool in self.peers.tools_for_chain(chain).map_err(|e| self.failed(e))? {
-            builder = builder.add_tool(tool);
-        }
+        let builder = Turn::builder(nested_turn_id(parent.id(), &context.call_id));
+        let builder = self.peers.nested_builder(parent, &self.target, chain, builder).map_err(|e| self.failed(e))?;
         builder.build().map_err(|e| self.failed(format!("its turn cannot be set up: {e}")))
     }
 }
@@ -234,29 +371,25 @@ impl ToolExecutor for AgentTool {
             depth,
             deadline: turn.deadline(),
         });
-        let agent_loop = AgentLoop::new(runner.endpoint.clone())
-            .system_prompt(runner.config.system_prompt.clone())
-            .max_iterations(self.peers.inner.max_iterations)
-            .events(events.clone())
-            .nested(context.call_id.clone(), depth);
+        let call = OwedCall {
+            call_id: context.call_id.clone(),
+            tool: context.tool.clone(),
+            args: args.clone(),
+            origin: context.origin.clone(),
+            started_at_ms: unix_ms(SystemTime::now()),
+        };
+        let at = NestedAt {
+            parent_turn_id: context.turn.id().to_owned(),
+            agent: self.target.clone(),
+            chain: self.chain.clone(),
+        };
+        let agent_loop = self.peers.nested_loop(&runner, call, at);
         let run = agent_loop.run(&turn, vec![json!({"role": "user", "content": request})]).await;
         events.emit(&AgentEvent::NestedTurnFinished {
             turn_id: turn.id().to_owned(),
             agent: self.target.clone(),
             answered: run.result.is_ok(),
         });
-        let metadata = json!({"agent": self.target, "turn_id": turn.id(), "model_requests": run.model_requests});
-        match run.result {
-            Ok(text) => Ok(ToolOutput::new(Value::String(text)).with_metadata(metadata)),
-            Err(error) => {
-                let mut why = error.to_string();
-                if !run.possibly_executed.is_empty() {
-                    let actions: Vec<String> =
-                        run.possibly_executed.iter().map(|e| format!("{} ({})", e.call.tool, e.call.call_id)).collect();
-                    why.push_str(&format!("; approval-required actions that may have run: {}", actions.join(", ")));
-                }
-                Err(self.failed(why).with_metadata(metadata))
-            }
-        }
+        nested_outcome(&self.target, turn.id(), run)
     }
 }

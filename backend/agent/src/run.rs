@@ -11,10 +11,13 @@
 use super::chat::{AssistantMessage, ChatEndpoint, ModelToolCall};
 use super::error::AgentError;
 use super::events::{AgentEvent, AgentEventSink, NoAgentEvents};
-use super::park::{AgentPark, WaitsOn};
+use super::merge::AGENT_TOOL_PREFIX;
+use super::park::{AgentPark, NestedAt, WaitsOn};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use tether_turn::{CallOrigin, CallRequest, Code, LedgerEntry, ListedTool, OnAwaitingPerson, PendingCall, Turn};
+use tether_turn::{
+    CallOrigin, CallRequest, Code, LedgerEntry, ListedTool, OnAwaitingPerson, OwedCall, PendingCall, Turn,
+};
 
 /// The default bound on model rounds in one turn.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 16;
@@ -31,8 +34,8 @@ pub struct AgentLoop {
     model_retries: u32,
     events: Arc<dyn AgentEventSink>,
     /// Where the model's calls sit: `None` at the top (origin `Model`, depth
-    /// 0); inside an agent tool, the agent tool's call id and the depth.
-    nested: Option<(String, u32)>,
+    /// 0); inside an agent tool, under the agent tool's call.
+    nested: Option<Nested>,
     /// Set: a call that waits for a person who answers from elsewhere parks
     /// the turn in its audit store, with this as the record's owner context.
     parking: Option<Value>,
@@ -105,6 +108,15 @@ impl ModelPrompt {
     }
 }
 
+/// An agent tool's nested loop: the agent tool's call in the enclosing turn
+/// (its calls are that call's children, one level deeper) and where the
+/// nested turn sits, for its record if it parks.
+#[derive(Debug, Clone)]
+pub(crate) struct Nested {
+    pub(crate) call: OwedCall,
+    pub(crate) at: NestedAt,
+}
+
 /// How the loop's rounds stopped short of an answer.
 enum Stop {
     Failed(AgentError),
@@ -143,12 +155,14 @@ impl AgentLoop {
     /// Parks the turn when a call of the model's waits for a person who
     /// answers from outside this process (the turn's approver
     /// [defers](tether_turn::Approver::defers)): a direct call needing
-    /// approval, or a `run_script` call whose run parked. The loop's
-    /// position is stored in the turn's audit store ([`AgentPark`]) with
-    /// `owner` (what the application needs to resume it elsewhere), and
-    /// [`run`](Self::run) returns [`AgentError::Parked`]; any process then
-    /// answers the call and goes on with [`resume`](Self::resume). A top-level
-    /// loop only: a nested agent turn's calls wait where they are.
+    /// approval, a `run_script` call whose run parked, or an agent tool's
+    /// call whose nested turn parked. The loop's position is stored in the
+    /// turn's audit store ([`AgentPark`]) with `owner` (what the application
+    /// needs to resume it elsewhere), and [`run`](Self::run) returns
+    /// [`AgentError::Parked`]; any process then answers the call and goes on
+    /// with [`resume`](Self::resume). Agent tools' nested loops park with it
+    /// when their [`PeerAgents`](super::PeerAgents) are set to
+    /// ([`PeerAgents::set_parking`](super::PeerAgents::set_parking)).
     pub fn parking(mut self, owner: Value) -> Self {
         self.parking = Some(owner);
         self
@@ -181,20 +195,20 @@ impl AgentLoop {
     }
 
     /// Runs as an agent tool's nested turn: the model's calls are children of
-    /// `parent_call_id` at `depth`.
-    pub(crate) fn nested(mut self, parent_call_id: String, depth: u32) -> Self {
-        self.nested = Some((parent_call_id, depth));
+    /// the agent tool's call, one level below it.
+    pub(crate) fn nested(mut self, nested: Nested) -> Self {
+        self.nested = Some(nested);
         self
     }
 
     fn depth(&self) -> u32 {
-        self.nested.as_ref().map_or(0, |(_, depth)| *depth)
+        self.nested.as_ref().map_or(0, |nested| nested.call.origin.depth() + 1)
     }
 
     fn origin(&self) -> CallOrigin {
         match &self.nested {
             None => CallOrigin::Model,
-            Some((parent, depth)) => CallOrigin::Tool { parent_call_id: parent.clone(), depth: *depth },
+            Some(nested) => CallOrigin::Tool { parent_call_id: nested.call.call_id.clone(), depth: self.depth() },
         }
     }
 
@@ -252,16 +266,19 @@ impl AgentLoop {
     }
 
     /// Stores the loop's position with the turn, durably; the turn then
-    /// waits in the store, not here.
+    /// waits in the store, not here. A nested loop's record also holds the
+    /// agent tool's call, whose row the enclosing turn owes.
     async fn park(
         &self,
         turn: &Turn,
-        park: AgentPark,
+        mut park: AgentPark,
         pending: Option<Box<PendingCall>>,
     ) -> Result<String, AgentError> {
         let owner = self.parking.clone().unwrap_or(Value::Null);
         let (call_id, tool) = (park.waiting.id.clone(), park.waiting.name.clone());
-        let record = park.record(turn, pending.map(|call| *call), owner);
+        park.nested = self.nested.as_ref().map(|nested| nested.at.clone());
+        let mut record = park.record(turn, pending.map(|call| *call), owner);
+        record.call = self.nested.as_ref().map(|nested| nested.call.clone());
         turn.park(&record).await?;
         tracing::info!(turn_id = turn.id(), call_id, "the agent turn is parked in the audit store");
         Err(AgentError::Parked { call_id, tool })
@@ -292,6 +309,7 @@ impl AgentLoop {
                             rest: left.collect(),
                             iteration,
                             model_requests: *requests,
+                            nested: None,
                         };
                         return Err(Stop::Parked(Box::new(park), pending));
                     }
@@ -370,8 +388,11 @@ impl AgentLoop {
         let result = match serde_json::from_str::<Value>(raw) {
             Ok(args) if self.parks() => match self.execute_or_wait(turn, CallRequest { args, ..request }, origin).await
             {
+                // Only the script tool and agent tools (their prefix is
+                // reserved) park.
                 Ok(result) if result.failure().is_some_and(|failure| failure.code == Code::RunParked) => {
-                    return Called::Waits(WaitsOn::Run, None);
+                    let on = if call.name.starts_with(AGENT_TOOL_PREFIX) { WaitsOn::Agent } else { WaitsOn::Run };
+                    return Called::Waits(on, None);
                 }
                 Ok(result) => result,
                 Err(pending) => return Called::Waits(WaitsOn::Person, Some(pending)),
@@ -396,7 +417,7 @@ impl AgentLoop {
     }
 
     fn parks(&self) -> bool {
-        self.parking.is_some() && self.nested.is_none()
+        self.parking.is_some()
     }
 
     /// The call through the turn; when it comes to wait for a person who

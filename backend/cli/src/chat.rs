@@ -69,6 +69,14 @@ impl Session {
         &self.agent
     }
 
+    /// Turns park in the audit store when a call waits for a person who
+    /// answers from elsewhere — nested agent turns included — with `owner`
+    /// as their records' owner context.
+    fn park_with(&mut self, owner: Value) {
+        self.peers.set_parking(Some(owner.clone()));
+        self.parking = Some(owner);
+    }
+
     /// Forgets the conversation: the next message starts a new one (turns
     /// keep their numbering, so ids stay unique).
     pub fn reset(&mut self) {
@@ -289,20 +297,10 @@ pub async fn ask(backend: &Backend, agent: String, agents: AgentsConfig, questio
     let live = Arc::new(LiveView::default());
     let mut session = session(backend, agent.clone(), agents.clone(), live.clone(), "ask");
     if backend.parks() {
-        let agent_tools: Vec<String> =
-            session.peers.tools_for(Some(&agent))?.iter().map(|tool| tool.name().to_owned()).collect();
-        if !agent_tools.is_empty() {
-            anyhow::bail!(
-                "`--approval later` parks the model's own calls and its scripts', but agent `{agent}` also has \
-                 agent tools ({}), whose nested turns cannot park yet: use `--approval ask` or `allow-all`, or \
-                 disable them (`enabled = false`)",
-                agent_tools.join(", ")
-            );
-        }
         let mut owner = backend.owner();
         owner["agent"] = json!(agent);
         owner["agents"] = serde_json::to_value(&agents)?;
-        session.parking = Some(owner);
+        session.park_with(owner);
     }
     let (turn, run, interrupted) = session.send_until(question, crate::interrupt::signal()).await?;
     live.finish_line();
@@ -312,28 +310,69 @@ pub async fn ask(backend: &Backend, agent: String, agents: AgentsConfig, questio
     Err(crate::interrupt::Interrupted { signal, hint: backend.audit_hint(turn.id()) }.into())
 }
 
-/// `tether approve` (or `deny`, `expire`) on an agent turn that `tether ask
-/// --approval later` parked: `answer` — what the call that waited came to —
-/// goes to the model, and the turn goes on from `record`, its model-loop
-/// record, in `turn` (built again from the record's snapshot) to its answer
-/// or its next park. The answer as `ask` gives it.
-///
-/// # Errors
-/// If the record's position or agents do not read, or the turn's audit log cannot be read.
-pub async fn resume_ask(backend: &Backend, turn: &Turn, record: &ParkedRun, answer: &Value) -> anyhow::Result<Value> {
-    let park = AgentPark::of(record).map_err(anyhow::Error::msg)?;
-    let agent = record.owner.get("agent").and_then(Value::as_str).context("the parked turn names no agent")?;
-    let agents: AgentsConfig = serde_json::from_value(record.owner.get("agents").cloned().unwrap_or_default())
-        .context("the parked turn's agents do not read")?;
-    let live = Arc::new(LiveView::default());
-    let session = session(backend, agent.to_owned(), agents, live.clone(), "ask");
-    let agent_loop = session.peers.agent_loop(agent)?.parking(record.owner.clone());
-    let run = agent_loop.resume(turn, park, answer).await;
-    live.finish_line();
-    report(backend, turn, &run).await
+/// An agent turn that `tether ask --approval later` parked, going on in
+/// this process: the session its model-loop record `record` names (its agent
+/// and agents; nested turns park as before), shown live on stderr.
+#[derive(Debug)]
+pub struct ParkedAsk {
+    session: Session,
+    live: Arc<LiveView>,
 }
 
-/// What `ask` and `resume_ask` print on stderr after the turn (what waits,
+impl ParkedAsk {
+    /// The session of `record`, the top-level turn's model-loop record.
+    ///
+    /// # Errors
+    /// If the record names no agent or its agents do not read.
+    pub fn of(backend: &Backend, record: &ParkedRun) -> anyhow::Result<ParkedAsk> {
+        let agent = record.owner.get("agent").and_then(Value::as_str).context("the parked turn names no agent")?;
+        let agents: AgentsConfig = serde_json::from_value(record.owner.get("agents").cloned().unwrap_or_default())
+            .context("the parked turn's agents do not read")?;
+        let live = Arc::new(LiveView::default());
+        let mut session = session(backend, agent.to_owned(), agents, live.clone(), "ask");
+        session.park_with(record.owner.clone());
+        Ok(ParkedAsk { session, live })
+    }
+
+    /// The agents, offered to each other as tools: the top-level turn's
+    /// agent tools, and what resumes a nested turn.
+    pub fn peers(&self) -> &PeerAgents {
+        &self.session.peers
+    }
+
+    /// The agent tools of the top-level turn (a resumed turn needs them as
+    /// the one that parked had them).
+    ///
+    /// # Errors
+    /// Never in practice (their schema is fixed).
+    pub fn agent_tools(&self) -> anyhow::Result<Vec<Tool>> {
+        Ok(self.session.peers.tools_for(Some(&self.session.agent))?)
+    }
+
+    /// `tether approve` (or `deny`, `expire`): `answer` — what the call that
+    /// waited came to — goes to the model, and the turn goes on from
+    /// `record`, its model-loop record, in `turn` (built again from the
+    /// record's snapshot) to its answer or its next park. The answer as
+    /// `ask` gives it.
+    ///
+    /// # Errors
+    /// If the record's position does not read, or the turn's audit log cannot be read.
+    pub async fn resume(
+        &self,
+        backend: &Backend,
+        turn: &Turn,
+        record: &ParkedRun,
+        answer: &Value,
+    ) -> anyhow::Result<Value> {
+        let park = AgentPark::of(record).map_err(anyhow::Error::msg)?;
+        let agent_loop = self.session.peers.agent_loop(&self.session.agent)?.parking(record.owner.clone());
+        let run = agent_loop.resume(turn, park, answer).await;
+        self.live.finish_line();
+        report(backend, turn, &run).await
+    }
+}
+
+/// What `ask` and `ParkedAsk::resume` print on stderr after the turn (what waits,
 /// if it parked; where its audit rows are), and its answer as JSON.
 async fn report(backend: &Backend, turn: &Turn, run: &AgentRun) -> anyhow::Result<Value> {
     if matches!(run.result, Err(AgentError::Parked { .. })) {

@@ -3,14 +3,15 @@
 //! "Durable turns").
 
 use crate::answer_all::AnswerAll;
-use crate::waiting::print_waiting;
+use crate::chat::ParkedAsk;
+use crate::waiting::{print_waiting, top_turn, turn_tree};
 use crate::wiring::{Backend, BackendArgs, Source, audit_store_url};
 use anyhow::Context;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
-use tether_backend::agent::{AgentPark, WaitsOn};
+use tether_backend::agent::{AgentPark, WaitsOn, nested_turn_id};
 use tether_backend::turn::{
     Answers, ApprovalDecision, Approver, Code, DeferredApprover, Failure, ParkedAnswer, ParkedRun, Reason, Resumed,
     Step, Turn, runs_waiting_on, unix_ms,
@@ -68,11 +69,13 @@ pub struct Answer {
 /// # Errors
 /// If nothing of the turn waits, the call is not one that waits, another
 /// process holds the run, or the backend cannot be started.
-pub async fn answer(args: &BackendArgs, answer: Answer) -> anyhow::Result<Value> {
+pub async fn answer(args: &BackendArgs, mut answer: Answer) -> anyhow::Result<Value> {
     let url = audit_store_url(&args.store)?;
     let runs = {
         let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
-        store.parked_runs(Some(&answer.turn)).await?
+        // A nested agent turn is answered from the top: the turns around it go on too.
+        answer.turn = top_turn(&*store, &answer.turn).await?;
+        turn_tree(&*store, &answer.turn).await?
     };
     if runs.is_empty() {
         anyhow::bail!(
@@ -100,7 +103,7 @@ pub async fn answer(args: &BackendArgs, answer: Answer) -> anyhow::Result<Value>
         _ => Arc::new(DeferredApprover),
     };
     // An agent turn's model loop goes on once the call it waits on is answered.
-    let model_loop = runs.iter().find(|run| run.is_model_loop());
+    let model_loop = runs.iter().find(|run| run.is_model_loop() && run.turn_id == answer.turn);
     let owner = &model_loop.unwrap_or(chosen[0]).owner;
     let owned = |key: &str| owner.get(key).and_then(Value::as_str).map(PathBuf::from);
     let source = Source::reopen(
@@ -147,7 +150,7 @@ fn claimant(verdict: Verdict) -> String {
 /// runs `runs` the answers free are resumed, and the model's own call that
 /// waits for a person is answered; once the call the model waits on has
 /// its result (stored before the model sees it), the model goes on
-/// ([`crate::chat::resume_ask`]). Otherwise the record is parked again with
+/// ([`ParkedAsk::resume`]). Otherwise the record is parked again with
 /// what was answered.
 async fn resume_agent_turn(
     backend: &Backend,
@@ -160,13 +163,20 @@ async fn resume_agent_turn(
     let store = backend.setup.audit.clone();
     let now = unix_ms(SystemTime::now());
     let mut record = store.claim_parked(&record.turn_id, &record.run_id, &claimant, answer.take_over, now).await?;
-    let answered = match backend.setup.resume(&record.turn_id, record.turn.clone(), &backend.tools, &backend.script) {
-        Ok(turn) => answer_agent_turn(backend, &turn, answer, answers, &mut record, runs, &claimant)
-            .await
-            .map(|result| result.map(|result| (turn, result))),
-        Err(error) => Err(error.into()),
-    };
-    let (turn, result) = match answered {
+    let answered = async {
+        let ask = ParkedAsk::of(backend, &record)?;
+        let turn = backend.setup.resume(
+            &record.turn_id,
+            record.turn.clone(),
+            &backend.tools,
+            &backend.script,
+            ask.agent_tools()?,
+        )?;
+        let result = answer_agent_turn(backend, &ask, &turn, answer, answers, &mut record, runs, &claimant).await?;
+        Ok::<_, anyhow::Error>(result.map(|result| (ask, turn, result)))
+    }
+    .await;
+    let (ask, turn, result) = match answered {
         Ok(Some(answered)) => answered,
         Ok(None) => {
             // Still waiting: parked again as it is, its answers kept and the claim released.
@@ -183,7 +193,7 @@ async fn resume_agent_turn(
         }
     };
     eprintln!("the model's call has its result; the turn {} goes on", record.turn_id);
-    let outcome = crate::chat::resume_ask(backend, &turn, &record, &result).await?;
+    let outcome = ask.resume(backend, &turn, &record, &result).await?;
     if outcome.get("parked") != Some(&Value::Bool(true)) {
         store.unpark(&record.turn_id, &record.run_id, &claimant).await?;
     }
@@ -191,11 +201,15 @@ async fn resume_agent_turn(
 }
 
 /// The part of [`resume_agent_turn`] before the model goes on: the runs
-/// `runs` and the model's own call answered as `answers` says, each result
-/// stored in `record` (claimed by `claimant`) as it comes; the result of the
-/// call the model waits on, or `None` while it still waits.
+/// `runs` of `turn` and the model's own call answered as `answers` says —
+/// or, when the call the model waits on started a nested agent turn, that
+/// turn answered and gone on to its answer first — each result stored in
+/// `record` (claimed by `claimant`) as it comes; the result of the call the
+/// model waits on, or `None` while it still waits.
+#[allow(clippy::too_many_arguments)]
 async fn answer_agent_turn(
     backend: &Backend,
+    ask: &ParkedAsk,
     turn: &Turn,
     answer: &Answer,
     answers: &Answers,
@@ -208,7 +222,7 @@ async fn answer_agent_turn(
     let park = AgentPark::of(record).map_err(anyhow::Error::msg)?;
     let waiting = park.waiting.id.clone();
     let all = store.parked_runs(Some(&record.turn_id)).await?;
-    for run in runs.iter().filter(|run| !run.is_model_loop()) {
+    for run in runs.iter().filter(|run| !run.is_model_loop() && run.turn_id == record.turn_id) {
         let claimed = store.claim_parked(&run.turn_id, &run.run_id, claimant, answer.take_over, now).await?;
         let started_by = claimed.call.as_ref().map(|call| call.call_id.clone());
         eprintln!("resuming run {} of turn {} on the sidecar at {}", claimed.run_id, claimed.turn_id, backend.address);
@@ -224,12 +238,44 @@ async fn answer_agent_turn(
             _ => {}
         }
     }
-    if park.on == WaitsOn::Run
-        && !record.answered.contains_key(&waiting)
-        && !all.iter().any(|run| run.call.as_ref().is_some_and(|call| call.call_id == waiting))
-    {
-        // The run ended in a process that stopped before its result reached
-        // this record: what it did is in the audit log, and it is not run again.
+    // Where the call the model waits on went: its run, or its nested turn.
+    let gone_on = match park.on {
+        WaitsOn::Person => true,
+        _ if record.answered.contains_key(&waiting) => true,
+        WaitsOn::Run => all.iter().any(|run| run.call.as_ref().is_some_and(|call| call.call_id == waiting)),
+        WaitsOn::Agent => {
+            let nested_id = nested_turn_id(&record.turn_id, &waiting);
+            match store.parked_runs(Some(&nested_id)).await?.into_iter().find(ParkedRun::is_model_loop) {
+                None => false,
+                Some(nested) => {
+                    let mut nested =
+                        store.claim_parked(&nested.turn_id, &nested.run_id, claimant, answer.take_over, now).await?;
+                    let went_on =
+                        Box::pin(answer_nested(backend, ask, turn, answer, answers, &mut nested, runs, claimant)).await;
+                    match went_on {
+                        Ok(Some(result)) => {
+                            store.unpark(&nested.turn_id, &nested.run_id, claimant).await?;
+                            record.answered.insert(waiting.clone(), ParkedAnswer::Ok(result));
+                            store.update_parked(record, claimant).await?;
+                        }
+                        Ok(None) => {}
+                        Err(error) => {
+                            // The nested turn's claim is released with what was answered.
+                            if let Err(release) = store.park_run(&nested).await {
+                                tracing::error!(%release, turn_id = %nested.turn_id, "cannot release the nested turn's claim");
+                            }
+                            return Err(error);
+                        }
+                    }
+                    true
+                }
+            }
+        }
+    };
+    if !gone_on {
+        // The run (or nested turn) ended in a process that stopped before its
+        // result reached this record: what it did is in the audit log, and it
+        // is not run again.
         let reason = Reason::PossiblyExecuted { tool: park.waiting.name.clone(), call_id: waiting.clone() };
         let lost = Failure::new(&reason, Step::Execution).to_model_value();
         record.answered.insert(waiting.clone(), ParkedAnswer::Ok(lost));
@@ -250,6 +296,37 @@ async fn answer_agent_turn(
     })
 }
 
+/// A nested agent turn's part of [`answer_agent_turn`]: `nested`, its
+/// model-loop record (claimed), answered in its own turn — built again under
+/// `parent` — and, once the call its model waits on has its result, its
+/// loop gone on to its answer, which is the result of the agent tool's call
+/// in `parent` (its row written there) and is returned as the model there
+/// reads it. `None` while it still waits: its record is parked again (the
+/// claim released) with what was answered, or replaced by its next park.
+#[allow(clippy::too_many_arguments)]
+async fn answer_nested(
+    backend: &Backend,
+    ask: &ParkedAsk,
+    parent: &Turn,
+    answer: &Answer,
+    answers: &Answers,
+    nested: &mut ParkedRun,
+    runs: &[&ParkedRun],
+    claimant: &str,
+) -> anyhow::Result<Option<Value>> {
+    let turn = ask.peers().resumed_turn(parent, nested)?;
+    let Some(result) = answer_agent_turn(backend, ask, &turn, answer, answers, nested, runs, claimant).await? else {
+        backend.setup.audit.park_run(nested).await?;
+        return Ok(None);
+    };
+    eprintln!("the nested turn {}'s call has its result; it goes on", nested.turn_id);
+    let outcome = ask.peers().resume_nested(parent, &turn, nested, &result).await?;
+    if outcome.failure().is_some_and(|failure| failure.code == Code::RunParked) {
+        return Ok(None);
+    }
+    Ok(Some(outcome.to_model_value()))
+}
+
 /// `tether expire`: every parked run of `turn` (of every turn without one)
 /// whose calls have waited past the approval wait limit is resumed with
 /// those calls timed out; the outcome of each turn's last run, by turn.
@@ -263,11 +340,14 @@ pub async fn expire(
     config: Option<PathBuf>,
 ) -> anyhow::Result<Value> {
     let url = audit_store_url(&args.store)?;
-    let runs = {
+    let mut turns = Vec::new();
+    {
         let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
-        store.parked_runs(turn).await?
-    };
-    let mut turns: Vec<String> = runs.into_iter().map(|run| run.turn_id).collect();
+        // A nested agent turn is answered with the top-level turn it belongs to.
+        for run in store.parked_runs(turn).await? {
+            turns.push(top_turn(&*store, &run.turn_id).await?);
+        }
+    }
     turns.sort_unstable();
     turns.dedup();
     let mut outcomes = serde_json::Map::new();
@@ -300,7 +380,8 @@ async fn resume_each(
     for run in runs {
         let now = unix_ms(SystemTime::now());
         let record = store.claim_parked(&run.turn_id, &run.run_id, &claimant, answer.take_over, now).await?;
-        let turn = backend.setup.resume(&record.turn_id, record.turn.clone(), &backend.tools, &backend.script)?;
+        let turn =
+            backend.setup.resume(&record.turn_id, record.turn.clone(), &backend.tools, &backend.script, Vec::new())?;
         eprintln!("resuming run {} of turn {} on the sidecar at {}", record.run_id, record.turn_id, backend.address);
         last = match backend.script_tool.resume_parked(&turn, record, answers, &claimant).await? {
             Resumed::Waiting(calls) => {

@@ -64,8 +64,8 @@ impl TurnSetup {
     }
 
     /// The top-level turn `turn_id` again, from a parked run's snapshot, in
-    /// this process: the same tools and limits, the counts it had, its id
-    /// already claimed (`docs/parking.md`).
+    /// this process: the same tools and limits (`extra`: its agent tools),
+    /// the counts it had, its id already claimed (`docs/parking.md`).
     ///
     /// # Errors
     /// If two tools share a name.
@@ -75,9 +75,10 @@ impl TurnSetup {
         snapshot: TurnSnapshot,
         tools: &ToolSet,
         script: &Tool,
+        extra: Vec<Tool>,
     ) -> Result<Turn, TurnError> {
         let builder = Turn::builder(turn_id).limits(self.turn.limits.clone()).capture_payloads(true).resumed(snapshot);
-        self.equip(builder, tools, script).build()
+        extra.into_iter().fold(self.equip(builder, tools, script), TurnBuilder::add_tool).build()
     }
 }
 

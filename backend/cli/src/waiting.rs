@@ -5,7 +5,53 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::time::SystemTime;
+use tether_backend::agent::{AgentPark, WaitsOn, nested_turn_id};
 use tether_backend::turn::{AuditStore, AuditStoreUrl, ParkedRun, PendingCall, unix_ms};
+
+/// How deep nested agent turns are followed: past any real `max_depth`, so a
+/// forged chain of records cannot loop forever.
+const MAX_NESTING: usize = 64;
+
+/// The parked runs of turn `turn_id` and of the nested agent turns its model
+/// loops wait on ([`WaitsOn::Agent`]), outermost first: everything that
+/// answering the turn may resume.
+///
+/// # Errors
+/// If the store cannot be read.
+pub async fn turn_tree(store: &dyn AuditStore, turn_id: &str) -> anyhow::Result<Vec<ParkedRun>> {
+    let mut runs = Vec::new();
+    let mut next = Some(turn_id.to_owned());
+    for _ in 0..MAX_NESTING {
+        let Some(id) = next.take() else { break };
+        let found = store.parked_runs(Some(&id)).await?;
+        next = found
+            .iter()
+            .filter_map(|run| AgentPark::of(run).ok())
+            .find(|park| park.on == WaitsOn::Agent)
+            .map(|park| nested_turn_id(&id, &park.waiting.id));
+        runs.extend(found);
+    }
+    Ok(runs)
+}
+
+/// The top-level turn that turn `turn_id` belongs to: itself, or — for an
+/// agent tool's nested turn that parked — the turn that made the call, up
+/// to the top. Answering starts there, so the turns around it go on too.
+///
+/// # Errors
+/// If the store cannot be read.
+pub async fn top_turn(store: &dyn AuditStore, turn_id: &str) -> anyhow::Result<String> {
+    let mut id = turn_id.to_owned();
+    for _ in 0..MAX_NESTING {
+        let runs = store.parked_runs(Some(&id)).await?;
+        let parent = runs.iter().filter_map(|run| AgentPark::of(run).ok()).find_map(|park| park.nested);
+        match parent {
+            Some(at) => id = at.parent_turn_id,
+            None => break,
+        }
+    }
+    Ok(id)
+}
 
 /// The pending calls of every parked run of `turn` (of every turn without
 /// one) in the store at `url`: as JSON with `json`, else a line per call
@@ -15,7 +61,10 @@ use tether_backend::turn::{AuditStore, AuditStoreUrl, ParkedRun, PendingCall, un
 /// If the store cannot be opened or read.
 pub async fn pending(url: &AuditStoreUrl, turn: Option<&str>, json: bool) -> anyhow::Result<String> {
     let store = url.open().await.with_context(|| format!("cannot open the audit store `{url}`"))?;
-    let mut runs = store.parked_runs(turn).await?;
+    let mut runs = match turn {
+        Some(turn) => turn_tree(&*store, turn).await?,
+        None => store.parked_runs(None).await?,
+    };
     runs.retain(waits_for_a_person);
     if json {
         let listed: Vec<Value> = runs.iter().map(run_json).collect();
@@ -68,7 +117,7 @@ pub(crate) fn ago(ms: i64) -> String {
 /// # Errors
 /// If the store cannot be read.
 pub async fn print_waiting(store: &dyn AuditStore, turn_id: &str, url: &AuditStoreUrl) -> anyhow::Result<()> {
-    for run in store.parked_runs(Some(turn_id)).await?.iter().filter(|run| waits_for_a_person(run)) {
+    for run in turn_tree(store, turn_id).await?.iter().filter(|run| waits_for_a_person(run)) {
         eprint!("parked, waiting for a person:\n{}", describe(run));
     }
     eprintln!(

@@ -346,7 +346,7 @@ impl ScriptTool {
         answers: &Answers,
         claimant: &str,
     ) -> Result<Resumed, TurnError> {
-        let Some(owed) = run.call.clone() else {
+        let Some(owed) = run.call.clone().filter(|_| !run.is_model_loop()) else {
             let message = format!(
                 "`{}` is the model loop of agent turn `{}`, not a script run: the agent loop resumes it",
                 run.run_id, run.turn_id

@@ -62,8 +62,9 @@ string_enum! {
         PossiblyExecuted => "possibly_executed",
         /// The script run is parked: calls it waits on wait for a person's
         /// approval, and the run resumes when they are answered
-        /// (`docs/parking.md`). What the caller of the script tool gets in the
-        /// process that parked it.
+        /// (`docs/parking.md`). What the caller of the script tool — or of an
+        /// agent tool whose nested turn parked — gets in the process that
+        /// parked it.
         RunParked => "run_parked",
         /// The tool ran past its own time limit.
         ToolTimeout => "tool_timeout",

@@ -202,6 +202,17 @@ pub enum Reason {
         /// How many calls wait for a person.
         waiting: usize,
     },
+    /// An agent tool's nested turn parked: a call of that agent's waits for
+    /// a person, and the agent answers once it is answered.
+    #[error(
+        "agent `{agent}` is parked in its turn `{turn_id}`: a call of its waits for a person's approval; it goes on from where it stopped once that is answered"
+    )]
+    AgentParked {
+        /// The agent.
+        agent: String,
+        /// Its nested turn.
+        turn_id: String,
+    },
     /// The tool ran past its time limit.
     #[error("`{tool}` did not finish within its time limit of `{limit:?}`; it may have had effects")]
     ToolTimeout {
@@ -326,7 +337,7 @@ impl Reason {
             Reason::LedgerUnavailable { .. } => Code::LedgerUnavailable,
             Reason::ReplayedCall { .. } => Code::ReplayedCall,
             Reason::PossiblyExecuted { .. } => Code::PossiblyExecuted,
-            Reason::RunParked { .. } => Code::RunParked,
+            Reason::RunParked { .. } | Reason::AgentParked { .. } => Code::RunParked,
             Reason::ToolTimeout { .. } => Code::ToolTimeout,
             Reason::ToolFailed { .. }
             | Reason::ToolReported { .. }

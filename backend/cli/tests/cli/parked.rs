@@ -561,3 +561,87 @@ async fn a_denied_direct_call_of_a_parked_agent_turn_is_the_models_failure_value
     let rows = one_row_per_call(&scratch, &turn);
     assert_eq!((&rows[0]["approval"], &rows[0]["decided_by"]), (&json!("denied"), &json!("sam")), "{rows:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_agent_turn_parks_with_the_turn_around_it_and_both_go_on_after_answers_from_other_processes() {
+    use tether_tests::fake_model::{FakeModel, Reply, call};
+    let scratch = Scratch::new();
+    let email = |to: &str| json!({"to": to, "subject": "Contract", "body": "It ended."});
+    let script = "r = send_email(to='b@example.com', subject='Contract', body='It ended.')\n[r['ok']]";
+    // Requests in order: main asks its helper agent; the helper emails one
+    // owner directly (approval) and one from a script; then each answers.
+    let model = FakeModel::start(vec![
+        call("m1", "agent_helper", json!({"request": "Email the owners of ended contracts"})),
+        Reply::Calls(vec![
+            ("h1".into(), "send_email".into(), email("a@example.com")),
+            ("h2".into(), "run_script".into(), json!({"code": script})),
+        ]),
+        Reply::Text("Both owners were emailed.".into()),
+        Reply::Text("My helper emailed both owners.".into()),
+    ])
+    .await;
+    let demo =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo.toml"))
+            .unwrap();
+    let url = &model.base_url;
+    let text = format!(
+        "{demo}\n[agents.main]\nbase_url = \"{url}\"\nmodel = \"fake-main\"\n\n[[agents.main.tools]]\nagent = \
+         \"helper\"\ndescription = \"Emails people.\"\n\n[agents.helper]\nbase_url = \"{url}\"\nmodel = \"fake-helper\"\n"
+    );
+    let config = scratch.path("tether.toml");
+    std::fs::write(&config, text).unwrap();
+    let config = config.display().to_string();
+    let run = |args: &[&str]| tokio::task::block_in_place(|| scratch.durable(args));
+
+    // The helper's direct call waits: its turn parks, and so does main's around it.
+    let asked = run(&["ask", "Email the owners", "--config", &config, "--approval", "later"]);
+    assert!(asked.status.success(), "{}", stderr(&asked));
+    assert_eq!(stdout_json(&asked)["parked"], json!(true), "{}", stderr(&asked));
+    let (nested, first, tool, args) = only_pending(&scratch);
+    assert_eq!((first.as_str(), tool.as_str(), &args), ("h1", "send_email", &email("a@example.com")));
+    let turn = nested.strip_suffix("/m1").unwrap_or_else(|| panic!("the helper's turn is under m1: {nested}"));
+    assert!(stderr(&asked).contains(&format!("--turn {turn} --all")), "says how to answer: {}", stderr(&asked));
+    let listed = run(&["pending", "--turn", turn, "--json"]);
+    let listed = stdout_json(&listed);
+    assert_eq!(listed[0]["pending"][0]["call_id"], json!("h1"), "the top turn lists its nested turn's calls: {listed}");
+    assert!(scratch.outbox().is_empty());
+    assert_eq!(model.requests().len(), 2);
+
+    // Approved from another process, named by the nested turn: the email goes,
+    // the helper's script then parks at its own email, and both turns stay parked.
+    let one = run(&["approve", "--turn", &nested, "--call", "h1", "--as", "dana", "--config", &config]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    assert_eq!(stdout_json(&one)["parked"], json!(true), "{}", stderr(&one));
+    assert_eq!(scratch.outbox(), ["a@example.com"]);
+    let (same, second, tool, _) = only_pending(&scratch);
+    assert_eq!((same.as_str(), tool.as_str()), (nested.as_str(), "send_email"));
+    assert!(second.starts_with("h2/"), "the helper's script's call waits: {second}");
+    assert_eq!(model.requests().len(), 2, "no model is asked before every call of its answer is done");
+
+    // The rest, from the top turn: the script ends, the helper answers, and
+    // its answer is main's agent tool result.
+    let rest = run(&["approve", "--turn", turn, "--all", "--as", "dana"]);
+    assert!(rest.status.success(), "{}", stderr(&rest));
+    let answered = stdout_json(&rest);
+    assert_eq!(answered["answer"], json!("My helper emailed both owners."), "{answered} {}", stderr(&rest));
+    assert_eq!(scratch.outbox(), ["a@example.com", "b@example.com"], "each email exactly once");
+    assert!(scratch.pending().is_empty());
+    assert_eq!(model.requests().len(), 4);
+    assert_eq!(model.tool_result(2, "h1")["ok"], json!(true));
+    assert_eq!(model.tool_result(2, "h2")["value"]["result"], json!([true]), "the run's result reached the helper");
+    assert_eq!(
+        model.tool_result(3, "m1")["value"],
+        json!("Both owners were emailed."),
+        "the helper's answer reached main"
+    );
+    let again = run(&["approve", "--turn", turn, "--all"]);
+    assert!(!again.status.success() && stderr(&again).contains("nothing of turn"), "{}", stderr(&again));
+
+    // One audit row per call, the nested turn's under main's agent tool call.
+    let rows = one_row_per_call(&scratch, turn);
+    let by = |id: &str| rows.iter().find(|row| row["call_id"] == json!(id)).unwrap_or_else(|| panic!("{id}: {rows:?}"));
+    assert_eq!((&by("m1")["tool"], &by("m1")["status"]), (&json!("agent_helper"), &json!("ok")));
+    assert_eq!((&by("h1")["approval"], &by("h1")["decided_by"]), (&json!("approved"), &json!("dana")));
+    assert_eq!((&by(&second)["approval"], &by(&second)["decided_by"]), (&json!("approved"), &json!("dana")));
+    assert_eq!((&by("h2")["status"], &by("h2")["depth"]), (&json!("ok"), &json!(1)));
+}
