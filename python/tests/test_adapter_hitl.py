@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -23,6 +25,7 @@ import pytest
 import tether
 from fake_openai import FakeOpenAI, final_text, last_tool_result, tool_call
 from hitl_world import TESTS, Interrupted, interrupt
+from parked_world import HANG_MARKER
 
 ONE_WIRE = 'r = wire(amount=120)\n{"wired": r["ok"], "value": r["value"], "error": r["error"]}'
 
@@ -59,14 +62,20 @@ class Backend:
         model that says `replies`: its outcome, and each tool result the
         model was sent (`model_saw`)."""
         with FakeOpenAI(replies) as fake:
-            args = {"framework": self.framework, "base_url": fake.base_url, "effects": str(self.effects),
-                    "audit": self.audit, "saved": saved, "turn_id": turn_id, "answer": answer}
-            done = subprocess.run([sys.executable, str(TESTS / "hitl_world.py"), json.dumps(args)],
-                                  capture_output=True, text=True, timeout=180, env=dict(os.environ))
-        assert done.returncode in (0, 3) and done.stdout.strip(), done.stderr
-        outcome: Dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+            process = self.start_resuming(saved, turn_id, {}, fake.base_url, **answer)
+            out, err = process.communicate(timeout=180)
+        assert process.returncode in (0, 3) and out.strip(), err
+        outcome: Dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         outcome["model_saw"] = [last_tool_result(request["messages"]) for request in fake.requests]
         return outcome
+
+    def start_resuming(self, saved: str, turn_id: str, env: Dict[str, str], base_url: str = "http://127.0.0.1:9/v1",
+                       **answer: Any) -> "subprocess.Popen[str]":
+        """A fresh process that answers and resumes the saved run, started."""
+        args = {"framework": self.framework, "base_url": base_url, "effects": str(self.effects),
+                "audit": self.audit, "saved": saved, "turn_id": turn_id, "answer": answer}
+        return subprocess.Popen([sys.executable, str(TESTS / "hitl_world.py"), json.dumps(args)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
 
     async def rows(self, turn_id: str, tool: str) -> List[tether.AuditRow]:
         return [row for row in await tether.read_audit_log(self.audit, turn_id) if row.tool == tool]
@@ -253,3 +262,31 @@ def agent_of(turn_tools: Any) -> Any:
     from hitl_world import agents_agent
 
     return agents_agent("http://127.0.0.1:9/v1", turn_tools.tools)
+
+
+
+@pytest.mark.parametrize("model_call, refusal", [
+    (tool_call("call_s", "run_script", {"code": ONE_WIRE}), "RunClaimed"), (tool_call("call_d", "wire", {"amount": 7}), "NotWaiting"),
+], ids=["script", "direct"])
+async def test_a_second_process_answering_while_the_first_runs_the_call_is_refused_and_runs_nothing(
+    backend: Backend, model_call: Any, refusal: str, tmp_path: Path
+) -> None:
+    interrupted = await backend.interrupt(model_call)
+    # The first process answers and is held inside `wire`, before its effect.
+    marker = tmp_path / "started"
+    first = backend.start_resuming(interrupted.saved, interrupted.turn_id, {HANG_MARKER: str(marker)},
+                                   approve=True, decided_by="alice")
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline, "the first process never reached the tool"
+            time.sleep(0.02)
+        second = backend.resume_elsewhere(interrupted.saved, interrupted.turn_id, [echo_last_result()],
+                                          approve=True, decided_by="bob")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=60)
+    assert second.get("error") == refusal and second["model_saw"] == [], second
+    assert backend.wired() == [], "the second process ran nothing"
+    assert "bob" not in [r.decided_by for r in await tether.read_audit_log(backend.audit, interrupted.turn_id)]

@@ -225,11 +225,14 @@ class Answering:
         decided. That turn is opened once, so a second answer runs nothing
         (:class:`tether.NotWaiting`)."""
         turn_id = f"{waiting.turn_id}/{waiting.call_id}"
+        answered = tether.NotWaiting(
+            f"the model's call `{waiting.call_id}` of `{waiting.tool}` (turn `{waiting.turn_id}`) was answered"
+            f" already, or is being answered, in turn `{turn_id}`: nothing runs twice. Its row is in that turn's"
+            " audit log once it ran; if the process answering it died first, there is none: check whether its"
+            " effect happened before doing it another way"
+        )
         if await tether.read_audit_log(self.audit, turn_id):
-            raise tether.NotWaiting(
-                f"the model's call `{waiting.call_id}` of `{waiting.tool}` (turn `{waiting.turn_id}`) was answered"
-                f" already, in turn `{turn_id}`: nothing runs twice; its row is in that turn's audit log"
-            )
+            raise answered
 
         def decide(request: tether.ApprovalRequest) -> tether.Decision:
             if request.call_id != waiting.call_id:
@@ -237,6 +240,14 @@ class Answering:
             return tether.Decision(answer.approve, decided_by=answer.decided_by, reason=answer.reason)
 
         options = {k: v for k, v in self.options.items() if k not in ("approver", "turn_id", "sidecar", "deadline")}
-        async with tether.Turn.open(self.tools, **options, approver=decide, sidecar=None, turn_id=turn_id) as turn:
+        try:
+            opened = await tether.Turn.open(self.tools, **options, approver=decide, sidecar=None, turn_id=turn_id)
+        except tether.ConfigError as error:
+            # The store holds the id: another process opened it first (at
+            # the same time as this one, past the check above).
+            if f"`{turn_id}` is taken" in str(error):
+                raise answered from error
+            raise
+        async with opened as turn:
             args = waiting.args if isinstance(waiting.args, dict) else {}
             return await turn.execute(waiting.call_id, waiting.tool, args)
