@@ -598,3 +598,35 @@ async fn over_http_a_bearer_token_is_required_and_each_session_is_a_turn() {
     assert_eq!(row(&world.audit(&turn), "fs_write_file")["approval"], "approved");
     child.kill().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_park_fallback_parks_the_run_and_tether_approve_finishes_it() {
+    let world = World::new();
+    let key = world.path("park.key").display().to_string();
+    let client = Client::answering(None);
+    let service = connect(&world, &client, &["--approval-fallback", "park", "--park-key-file", &key]).await;
+    let (answer, is_error) = run_script(&service, &chain_script(&world)).await;
+    assert!(is_error, "{answer}");
+    assert_eq!(answer["error"]["code"], "run_parked", "{answer}");
+    assert!(!world.root.join("sum.txt").exists(), "nothing written before the approval");
+    let turn = answer["turn_id"].as_str().unwrap().to_owned();
+    service.cancel().await.unwrap();
+
+    let store = format!("sqlite:{}", world.path("audit.db").display());
+    let approved = tokio::time::timeout(
+        WAIT,
+        tokio::process::Command::new(TETHER)
+            .args(["approve", "--turn", &turn, "--all", "--as", "dana", "--audit-store", &store])
+            .args(["--park-key-file", &key, "--demo-db"])
+            .arg(world.path("demo.db"))
+            .env_remove("TETHER_DEMO_DB")
+            .output(),
+    )
+    .await
+    .expect("approve ends in time")
+    .unwrap();
+    assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
+    assert_eq!(std::fs::read_to_string(world.root.join("sum.txt")).unwrap(), "42");
+    let write = row(&world.audit(&turn), "fs_write_file").clone();
+    assert_eq!((write["approval"].as_str(), write["decided_by"].as_str()), (Some("approved"), Some("dana")), "{write}");
+}
