@@ -211,6 +211,9 @@ def answer(
     model reads its real result; a direct call runs, or is denied, audited.
     The results hold no verdict of the framework's own: each call is
     ``ToolApproved`` with the answer in its metadata, so Tether decides.
+    Pydantic AI resumes only with a result for every deferred call: answer
+    calls differently with one ``answer(..., call_id=...)`` each, merged
+    with ``DeferredToolResults.update``.
     Raises :class:`tether.NotWaiting` when no such call waits in ``requests``."""
     given = Answer(approve, decided_by, reason)
     results = DeferredToolResults()
