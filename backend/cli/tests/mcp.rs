@@ -115,16 +115,26 @@ read_only = true
         command
     }
 
-    /// The turn's audit rows, as `tether audit --turn ID --json` gives them.
-    fn audit(&self, turn: &str) -> Vec<Value> {
-        let output = std::process::Command::new(TETHER)
-            .args(["audit", "--audit-store", &format!("sqlite:{}", self.path("audit.db").display())])
-            .args(["--turn", turn, "--json"])
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-        report["audit"].as_array().unwrap().clone()
+    /// The turn's audit rows, as `tether audit --turn ID --json` gives them,
+    /// once each of `keys` (a tool or a call id) has its row (rows are
+    /// written in groups, a moment after the call's answer may have gone out).
+    fn audit(&self, turn: &str, keys: &[&str]) -> Vec<Value> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let output = std::process::Command::new(TETHER)
+                .args(["audit", "--audit-store", &format!("sqlite:{}", self.path("audit.db").display())])
+                .args(["--turn", turn, "--json"])
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+            let rows = report["audit"].as_array().unwrap().clone();
+            if keys.iter().all(|key| rows.iter().any(|row| row["tool"] == *key || row["call_id"] == *key)) {
+                return rows;
+            }
+            assert!(Instant::now() < deadline, "no rows of each of {keys:?} in {rows:#?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
@@ -274,7 +284,7 @@ async fn rmcp_lists_code_mode_and_a_script_chains_two_servers_with_its_write_app
 
     let turn = answer["turn_id"].as_str().unwrap().to_owned();
     service.cancel().await.unwrap();
-    let rows = world.audit(&turn);
+    let rows = world.audit(&turn, &["fs_write_file", "add", "run_script", "search_tools"]);
     let write = row(&rows, "fs_write_file");
     assert_eq!((write["status"].as_str(), write["approval"].as_str()), (Some("ok"), Some("approved")), "{write}");
     assert_eq!(write["decided_by"], "mcp client `rmcp-test-client 1.0` (elicitation)");
@@ -296,7 +306,7 @@ async fn a_declined_elicitation_denies_the_write_and_the_script_goes_on() {
     assert_eq!(client.asked().len(), 1);
     let turn = answer["turn_id"].as_str().unwrap().to_owned();
     service.cancel().await.unwrap();
-    let write = world.audit(&turn).into_iter().find(|row| row["tool"] == "fs_write_file").unwrap();
+    let write = world.audit(&turn, &["fs_write_file"]).into_iter().find(|row| row["tool"] == "fs_write_file").unwrap();
     assert_eq!((write["approval"].as_str(), write["code"].as_str()), (Some("denied"), Some("approval_denied")));
     assert_eq!(write["decided_by"], "mcp client `rmcp-test-client 1.0` (elicitation)");
 }
@@ -310,7 +320,7 @@ async fn a_client_without_elicitation_gets_the_fallback_deny_by_default_or_allow
     assert_eq!(answer["value"]["result"]["error"], "approval_denied", "{answer}");
     let turn = answer["turn_id"].as_str().unwrap().to_owned();
     service.cancel().await.unwrap();
-    let write = world.audit(&turn).into_iter().find(|row| row["tool"] == "fs_write_file").unwrap();
+    let write = world.audit(&turn, &["fs_write_file"]).into_iter().find(|row| row["tool"] == "fs_write_file").unwrap();
     assert_eq!(write["decided_by"], "approval_fallback deny", "{write}");
     assert!(write["approval_reason"].as_str().unwrap().contains("declared no elicitation"), "{write}");
 
@@ -345,7 +355,7 @@ async fn a_cancelled_request_ends_its_script_at_once_and_the_session_goes_on() {
     let turn = answer["turn_id"].as_str().unwrap().to_owned();
     service.cancel().await.unwrap();
 
-    let rows = world.audit(&turn);
+    let rows = world.audit(&turn, &["call_1", "slow"]);
     let script = rows.iter().find(|row| row["call_id"] == "call_1").unwrap();
     // Dropped, not cancelled with its turn (the session goes on): the turn
     // records a call whose caller stopped waiting as `parent_settled`.
@@ -392,7 +402,7 @@ async fn a_client_that_goes_away_ends_its_script_and_the_server_records_it_and_e
     let mut stderr = String::new();
     tokio::io::AsyncReadExt::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).await.unwrap();
     let turn = stderr.split("session is turn ").nth(1).and_then(|rest| rest.split_whitespace().next()).unwrap();
-    let rows = world.audit(turn);
+    let rows = world.audit(turn, &["run_script", "slow"]);
     let script = row(&rows, "run_script");
     assert_eq!((script["status"].as_str(), script["code"].as_str()), (Some("failed"), Some("cancelled")), "{script}");
     assert_eq!(row(&rows, "slow")["code"], "cancelled");
@@ -547,7 +557,7 @@ async fn the_python_sdks_client_runs_a_script_and_answers_the_elicitation() {
     let progress = report["progress"].as_array().unwrap();
     assert!(progress.iter().any(|m| m.as_str().unwrap().starts_with("call_1/2 add ok")), "{report}");
     let turn = report["result"]["turn_id"].as_str().unwrap();
-    let write = world.audit(turn).into_iter().find(|row| row["tool"] == "fs_write_file").unwrap();
+    let write = world.audit(turn, &["fs_write_file"]).into_iter().find(|row| row["tool"] == "fs_write_file").unwrap();
     assert_eq!(write["approval_reason"], "checked by the python test");
     assert!(write["decided_by"].as_str().unwrap().starts_with("mcp client `"), "{write}");
 }
@@ -595,7 +605,7 @@ async fn over_http_a_bearer_token_is_required_and_each_session_is_a_turn() {
     assert_eq!(client.asked().len(), 1, "asked through the HTTP session");
     let turn = answer["turn_id"].as_str().unwrap().to_owned();
     service.cancel().await.unwrap();
-    assert_eq!(row(&world.audit(&turn), "fs_write_file")["approval"], "approved");
+    assert_eq!(row(&world.audit(&turn, &["fs_write_file"]), "fs_write_file")["approval"], "approved");
     child.kill().await.unwrap();
 }
 
@@ -627,6 +637,6 @@ async fn the_park_fallback_parks_the_run_and_tether_approve_finishes_it() {
     .unwrap();
     assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
     assert_eq!(std::fs::read_to_string(world.root.join("sum.txt")).unwrap(), "42");
-    let write = row(&world.audit(&turn), "fs_write_file").clone();
+    let write = row(&world.audit(&turn, &["fs_write_file"]), "fs_write_file").clone();
     assert_eq!((write["approval"].as_str(), write["decided_by"].as_str()), (Some("approved"), Some("dana")), "{write}");
 }
