@@ -519,7 +519,6 @@ fn malformed_requests_get_clear_json_rpc_errors_and_the_session_goes_on() {
     assert_eq!(codes, [-32700, -32600, -32600], "{errors:#?}");
     assert!(errors[1]["error"]["message"].as_str().unwrap().contains("batch"), "{errors:#?}");
     assert!(errors[2]["error"]["message"].as_str().unwrap().contains("request too large"), "{errors:#?}");
-    drop(send);
     drop(stdin);
     let deadline = Instant::now() + WAIT;
     while child.try_wait().unwrap().is_none() {
