@@ -12,7 +12,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 import tether
 
@@ -80,9 +80,11 @@ async def interrupt(framework: str, base_url: str, effects: str, audit: str) -> 
 
 
 async def resume(framework: str, base_url: str, effects: str, audit: str, saved: str, turn_id: str,
-                 answer: Dict[str, Any]) -> Dict[str, Any]:
-    """Answers the waiting calls as `answer` says and resumes the run: what
-    still waits (and the state to keep meanwhile), or the run's final output."""
+                 answer: Union[Dict[str, Any], List[Dict[str, Any]]]) -> Dict[str, Any]:
+    """Answers the waiting calls as `answer` says (a list: one answer each,
+    by `call_id`) and resumes the run: what still waits (and the state to
+    keep meanwhile), or the run's final output."""
+    answers = answer if isinstance(answer, list) else [answer]
     tools = parked_world.tools(effects)
     if framework == "openai_agents":
         from agents import RunState, Runner
@@ -91,14 +93,14 @@ async def resume(framework: str, base_url: str, effects: str, audit: str, saved:
         async with open_agents_turn(tools, approver=tether.LATER, audit=audit) as turn_tools:
             agent = agents_agent(base_url, turn_tools.tools)
             state = await RunState.from_string(agent, saved)
-            still = await turn_tools.answer(state, turn_id=turn_id, **answer)
+            still = [w for each in answers for w in await turn_tools.answer(state, turn_id=turn_id, **each)]
             if still:  # the state goes on waiting, as it was
                 return {"still": [w.to_json() for w in still], "output": None, "saved": state.to_string()}
             result = await Runner.run(agent, state)
             return {"still": [], "output": result.final_output, "interrupted": bool(result.interruptions)}
 
     from pydantic import TypeAdapter
-    from pydantic_ai import DeferredToolRequests, ModelMessagesTypeAdapter
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults, ModelMessagesTypeAdapter
     from pydantic_core import to_json
 
     from tether.adapters.pydantic_ai import answer as answer_requests, open_turn as open_pydantic_turn, pending
@@ -107,7 +109,9 @@ async def resume(framework: str, base_url: str, effects: str, audit: str, saved:
     messages = ModelMessagesTypeAdapter.validate_python(data["messages"])
     requests = TypeAdapter(DeferredToolRequests).validate_python(data["requests"])
     async with open_pydantic_turn(tools, approver=tether.LATER, audit=audit) as pyd_tools:
-        results = answer_requests(requests, **answer)
+        results = DeferredToolResults()
+        for each in answers:
+            results.update(answer_requests(requests, **each))
         run = await pydantic_agent(base_url, pyd_tools.toolset).run(message_history=messages, deferred_tool_results=results)
         if isinstance(run.output, DeferredToolRequests):
             saved = json.dumps({"messages": json.loads(run.all_messages_json()), "requests": json.loads(to_json(run.output))})

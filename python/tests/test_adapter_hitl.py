@@ -32,6 +32,11 @@ ONE_WIRE = 'r = wire(amount=120)\n{"wired": r["ok"], "value": r["value"], "error
 TWO_WIRES = 'a = wire(amount=1)\nb = wire(amount=2)\n[a["ok"], b["ok"], balance()["value"]]'
 
 
+def tool_results(messages: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Each tool result the model was sent, by call id."""
+    return {m["tool_call_id"]: last_tool_result([m]) for m in messages if m["role"] == "tool"}
+
+
 def echo_last_result() -> Any:
     """The model's answer once it has the tool's result: that result, as text."""
     return final_text(lambda messages: json.dumps(last_tool_result(messages)))
@@ -67,13 +72,15 @@ class Backend:
         assert process.returncode in (0, 3) and out.strip(), err
         outcome: Dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         outcome["model_saw"] = [last_tool_result(request["messages"]) for request in fake.requests]
+        outcome["tool_results"] = [tool_results(request["messages"]) for request in fake.requests]
         return outcome
 
     def start_resuming(self, saved: str, turn_id: str, env: Dict[str, str], base_url: str = "http://127.0.0.1:9/v1",
                        **answer: Any) -> "subprocess.Popen[str]":
-        """A fresh process that answers and resumes the saved run, started."""
+        """A fresh process that answers and resumes the saved run, started
+        (`answers=[...]`: one answer each, by `call_id`)."""
         args = {"framework": self.framework, "base_url": base_url, "effects": str(self.effects),
-                "audit": self.audit, "saved": saved, "turn_id": turn_id, "answer": answer}
+                "audit": self.audit, "saved": saved, "turn_id": turn_id, "answer": answer.get("answers", answer)}
         return subprocess.Popen([sys.executable, str(TESTS / "hitl_world.py"), json.dumps(args)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
 
@@ -290,3 +297,34 @@ async def test_a_second_process_answering_while_the_first_runs_the_call_is_refus
     assert second.get("error") == refusal and second["model_saw"] == [], second
     assert backend.wired() == [], "the second process ran nothing"
     assert "bob" not in [r.decided_by for r in await tether.read_audit_log(backend.audit, interrupted.turn_id)]
+
+
+def two_calls_at_once(messages: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The model's reply: a script that wires 120, and a direct wire of 7, in one answer."""
+    calls = [("call_s", "run_script", {"code": ONE_WIRE}), ("call_d", "wire", {"amount": 7})]
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in calls
+    ]}
+
+
+
+
+async def test_calls_waiting_together_are_answered_each_its_own_way(backend: Backend) -> None:
+    interrupted = await backend.interrupt(two_calls_at_once)
+    assert sorted((w.call_id, w.tool, w.run_id is not None) for w in interrupted.waiting) == [
+        ("call_d", "wire", False), ("call_s", "run_script", True)
+    ]
+    outcome = backend.resume_elsewhere(interrupted.saved, interrupted.turn_id, [echo_last_result()], answers=[
+        {"call_id": "call_s", "approve": True, "decided_by": "alice"},
+        {"call_id": "call_d", "approve": False, "decided_by": "bob", "reason": "one wire a day"},
+    ])
+    assert outcome["still"] == [], outcome
+    # The model read both real outcomes: the script's result, and the direct call's denial.
+    (sent,) = outcome["tool_results"]
+    assert sent["call_s"]["value"]["result"] == {"wired": True, "value": {"sent": 120}, "error": None}, sent
+    assert sent["call_d"]["ok"] is False and sent["call_d"]["error"]["code"] == tether.codes.APPROVAL_DENIED
+    assert backend.wired() == ["wired 120"]
+    (script,) = await backend.rows(interrupted.turn_id, "wire")
+    assert (script.call_id, script.approval, script.decided_by) == ("call_s/1", "approved", "alice")
+    (direct,) = await backend.rows(f"{interrupted.turn_id}/call_d", "wire")
+    assert (direct.approval, direct.decided_by, direct.approval_reason) == ("denied", "bob", "one wire a day")
