@@ -78,3 +78,30 @@ impl ServeSection {
         Ok(ServeSection { direct_tools: keys.direct_tools.unwrap_or(false), approval_fallback })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::Config;
+    use std::path::Path;
+    use tether_tools::Vars;
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/tether/tether.toml"), &Vars::from_env())
+    }
+
+    #[test]
+    fn serve_is_read_with_its_defaults_and_a_mistake_is_named() {
+        assert_eq!(parse("").unwrap().serve, ServeSection::default());
+        let set = parse("[serve]\ndirect_tools = true\napproval_fallback = \"park\"\n").unwrap();
+        assert_eq!(set.serve, ServeSection { direct_tools: true, approval_fallback: ApprovalFallback::Park });
+        let wrong = parse("[serve]\napproval_fallback = \"ask\"\n").unwrap_err().to_string();
+        assert!(
+            wrong.contains("`serve.approval_fallback`: `ask` is not a fallback") && wrong.contains("\"park\""),
+            "{wrong}"
+        );
+        let typo = parse("[serve]\ndirect_tool = true\n").unwrap_err().to_string();
+        assert!(typo.contains("did you mean `direct_tools`?"), "{typo}");
+    }
+}
