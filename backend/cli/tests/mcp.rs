@@ -639,3 +639,36 @@ async fn the_park_fallback_parks_the_run_and_tether_approve_finishes_it() {
     let write = row(&world.audit(&turn, &["fs_write_file"]), "fs_write_file").clone();
     assert_eq!((write["approval"].as_str(), write["decided_by"].as_str()), (Some("approved"), Some("dana")), "{write}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_inspectors_cli_lists_the_tools_and_runs_a_script_over_both_servers() {
+    let world = World::new();
+    let inspector = npm_bin().join("mcp-inspector");
+    assert!(inspector.exists(), "no `{}`: `./x test` installs tests/npm/package-lock.json", inspector.display());
+    let inspect = |method: &[&str]| {
+        let mut command = tokio::process::Command::new(&inspector);
+        command.arg("--cli").arg("--method").args(method).arg("--").arg(TETHER).args(world.mcp_args(&[]));
+        command.env_remove("TETHER_DEMO_DB").stdin(Stdio::null());
+        command
+    };
+    let run = |mut command: tokio::process::Command| async move {
+        let output = tokio::time::timeout(WAIT, command.output()).await.expect("the inspector ends in time").unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<Value>(&output.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&output.stdout)))
+    };
+    let listed = run(inspect(&["tools/list"])).await;
+    let names: Vec<&str> = listed["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["run_script", "search_tools", "describe_tools"], "{listed}");
+
+    let code = format!(
+        "code=n = int(unwrap(fs_read_text_file(path={:?}))['content'].strip())\nunwrap(add(a=n, b=22))['sum']",
+        world.root.join("notes.txt").display().to_string()
+    );
+    let called = run(inspect(&["tools/call", "--tool-name", "run_script", "--tool-arg", &code])).await;
+    assert_eq!(called["isError"], false, "{called}");
+    let answer: Value = serde_json::from_str(called["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(answer["value"]["result"], 42, "{answer}");
+    let rows = world.audit(answer["turn_id"].as_str().unwrap(), &["fs_read_text_file", "add", "run_script"]);
+    assert_eq!(row(&rows, "add")["origin"], "script");
+}
