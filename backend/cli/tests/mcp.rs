@@ -672,3 +672,34 @@ async fn the_mcp_inspectors_cli_lists_the_tools_and_runs_a_script_over_both_serv
     let rows = world.audit(answer["turn_id"].as_str().unwrap(), &["fs_read_text_file", "add", "run_script"]);
     assert_eq!(row(&rows, "add")["origin"], "script");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_tools_are_served_on_request_and_a_direct_call_meets_the_same_turn() {
+    let world = World::new();
+    let client = Client::answering(Some(ElicitationAction::Accept));
+    let service = connect(&world, &client, &["--direct-tools"]).await;
+    let tools = service.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    for name in ["fs_read_text_file", "fs_write_file", "add", "slow", "run_script", "search_tools", "describe_tools"] {
+        assert!(names.contains(&name), "`{name}` served: {names:?}");
+    }
+    let path = world.root.join("direct.txt").display().to_string();
+    let write = || {
+        CallToolRequestParams::new("fs_write_file")
+            .with_arguments(json!({"path": path, "content": "direct"}).as_object().unwrap().clone())
+    };
+    let first = service.call_tool(write()).await.unwrap();
+    assert_eq!(first.is_error, Some(false), "{first:?}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "direct");
+    let asked = client.asked();
+    assert!(asked.len() == 1 && asked[0].contains("a direct call (call_1)"), "{asked:?}");
+    // The same turn's repeat refusal: an identical call with effects is refused.
+    let again = service.call_tool(write()).await.unwrap();
+    let text: Value = serde_json::from_str(&again.content[0].as_text().unwrap().text).unwrap();
+    assert_eq!((again.is_error, text["error"]["code"].as_str()), (Some(true), Some("repeated_call")), "{text}");
+    let turn = text["turn_id"].as_str().unwrap().to_owned();
+    service.cancel().await.unwrap();
+    let rows = world.audit(&turn, &["call_1", "call_2"]);
+    let direct = rows.iter().find(|row| row["call_id"] == "call_1").unwrap();
+    assert_eq!((direct["origin"].as_str(), direct["approval"].as_str()), (Some("model"), Some("approved")), "{direct}");
+}

@@ -44,6 +44,9 @@ const SERVED_UP_TO: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 pub(crate) struct Session {
     shared: Arc<Shared>,
     turn: OnceCell<Turn>,
+    /// The session's span (`mcp_session`, its turn and client), made when
+    /// the turn opens; each call's span is its child.
+    span: std::sync::OnceLock<tracing::Span>,
     events: Arc<SessionEvents>,
     calls: AtomicU64,
 }
@@ -57,7 +60,13 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// A session over `shared`'s tools; its turn opens at its first request.
     pub(crate) fn new(shared: Arc<Shared>) -> Session {
-        Session { shared, turn: OnceCell::new(), events: Arc::default(), calls: AtomicU64::new(0) }
+        Session {
+            shared,
+            turn: OnceCell::new(),
+            span: std::sync::OnceLock::new(),
+            events: Arc::default(),
+            calls: AtomicU64::new(0),
+        }
     }
 
     /// The session's turn, opened at the first request that needs it.
@@ -77,7 +86,9 @@ impl Session {
                     .await
                     .map_err(|error| internal("cannot open the session's turn", &error))?;
                 let client = peer.peer_info().map(|info| info.client_info.name.clone()).unwrap_or_default();
-                tracing::info!(turn_id = %id, %client, "session opened");
+                let span = tracing::info_span!(parent: None, "mcp_session", turn_id = %id, %client);
+                span.in_scope(|| tracing::info!("session opened"));
+                let _ = self.span.set(span);
                 eprintln!("tether mcp: client `{client}`'s session is turn {id} ({})", shared.backend.audit_hint(&id));
                 shared.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(turn.clone());
                 Ok::<Turn, McpError>(turn)
@@ -105,14 +116,13 @@ impl Session {
             .collect()
     }
 
-    async fn call(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> CallToolResponse {
+    async fn call(
+        &self,
+        turn: Turn,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResponse {
         let _in_flight = self.shared.tracker.token();
-        let turn = match self.turn(&context.peer).await {
-            Ok(turn) => turn,
-            Err(error) => {
-                return CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(error.message)]));
-            }
-        };
         let name = request.name.to_string();
         let call_id = format!("call_{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1);
         let args = Value::Object(request.arguments.unwrap_or_default());
@@ -220,7 +230,10 @@ impl ServerHandler for Session {
                 None,
             ));
         }
-        let span = tracing::info_span!("mcp_call", turn_id = %turn.id(), tool = %name);
-        Ok(self.call(request, context).instrument(span).await)
+        let span = match self.span.get() {
+            Some(session) => tracing::info_span!(parent: session, "mcp_call", tool = %name),
+            None => tracing::info_span!("mcp_call", turn_id = %turn.id(), tool = %name),
+        };
+        Ok(self.call(turn, request, context).instrument(span).await)
     }
 }
