@@ -1,17 +1,27 @@
 //! Conversion between JSON values and monty's Python values.
 //!
 //! JSON → Python is total: null, bool, int, float, str, list and dict all have
-//! a Python twin. Python → JSON follows `json.dumps(value, allow_nan=False)`:
-//! tuples become lists; dict keys that are int, float, bool or None become
-//! strings as `json.dumps` writes them (`1` → `"1"`, `True` → `"true"`,
-//! `None` → `"null"`); every other value (a set, bytes, a function, a class
-//! instance, a cycle, `nan`) is refused with the exception and message
-//! `json.dumps` raises, so a tool never receives a value the script did not
-//! mean to send. Beyond `json.dumps`, the sandbox refuses ints outside the
-//! 64-bit range (the host's JSON reader would round them) and values nested
-//! deeper than [`MAX_DEPTH`].
+//! a Python twin, and an integer of any size is a Python `int` with the same
+//! value.
+//!
+//! Python → JSON has two modes. [`to_json`], for tool arguments, follows
+//! `json.dumps(value, allow_nan=False)`: tuples become lists; dict keys that
+//! are int, float, bool or None become strings as `json.dumps` writes them
+//! (`1` → `"1"`, `True` → `"true"`, `None` → `"null"`); every other value (a
+//! set, bytes, a function, a class instance, a cycle, `nan`) is refused with
+//! the exception and message `json.dumps` raises, so a tool never receives a
+//! value the script did not mean to send. [`result_to_json`], for the
+//! script's result, never refuses a value for its form: it converts what
+//! `json.dumps` refuses (a dataclass instance to its dict, a set or frozenset
+//! to a list, anything else to its repr marked with [`REPR_MARK`]) and says
+//! what it converted, so the run's work is not lost at its last line.
+//!
+//! Both write an `int` of any size as a JSON number with all its digits: the
+//! workspace builds serde_json with `arbitrary_precision`, so the host reads
+//! it back exactly (a test below fails if that feature goes). Both stop at
+//! [`MAX_DEPTH`] levels and [`MAX_NODES`] values.
 
-use std::fmt;
+use std::{collections::BTreeSet, fmt, str::FromStr};
 
 use monty_types::{
     ExcType, MontyObject, ObjectRef,
@@ -36,6 +46,11 @@ pub const MAX_DEPTH: usize = 100;
 /// budget turns such a value into an error instead of an out-of-memory trap.
 pub const MAX_NODES: usize = 5_000_000;
 
+/// What starts the string a result value with no JSON form becomes:
+/// `"!repr: <function f at 0x…>"`. The model reads it as a repr, not as
+/// data the script made.
+pub const REPR_MARK: &str = "!repr: ";
+
 /// Why a Python value has no JSON form. Displays as the message
 /// `json.dumps` raises, where it raises one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,9 +63,6 @@ pub enum ConvertError {
     Circular,
     /// `nan` or an infinity, as its repr.
     NonFiniteFloat(String),
-    /// An int outside the 64-bit range (`json.dumps` writes it; the host's
-    /// JSON reader could not read it back exactly).
-    IntTooLarge,
     /// Nested deeper than [`MAX_DEPTH`].
     TooDeep,
     /// More than [`MAX_NODES`] values once shared sub-values are expanded.
@@ -63,9 +75,7 @@ impl ConvertError {
     pub fn exc_type(&self) -> ExcType {
         match self {
             Self::NotSerializable(_) | Self::InvalidKey(_) => ExcType::TypeError,
-            Self::Circular | Self::NonFiniteFloat(_) | Self::IntTooLarge | Self::TooDeep | Self::TooLarge => {
-                ExcType::ValueError
-            }
+            Self::Circular | Self::NonFiniteFloat(_) | Self::TooDeep | Self::TooLarge => ExcType::ValueError,
         }
     }
 }
@@ -77,9 +87,6 @@ impl fmt::Display for ConvertError {
             Self::InvalidKey(type_name) => write!(f, "keys must be str, int, float, bool or None, not {type_name}"),
             Self::Circular => f.write_str("Circular reference detected"),
             Self::NonFiniteFloat(repr) => write!(f, "Out of range float values are not JSON compliant: {repr}"),
-            Self::IntTooLarge => {
-                f.write_str("an int outside the 64-bit range has no exact JSON form here; send it as a str")
-            }
             Self::TooDeep => write!(f, "the value is nested more than {MAX_DEPTH} levels deep"),
             Self::TooLarge => write!(f, "the value expands to more than {MAX_NODES} JSON values"),
         }
@@ -88,53 +95,210 @@ impl fmt::Display for ConvertError {
 
 impl std::error::Error for ConvertError {}
 
-/// Converts a Python value to JSON as `json.dumps` would; see the module docs.
+/// One kind of conversion [`result_to_json`] made that `json.dumps` would
+/// have refused. Ordered, so a result's notes read the same every run.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Conversion {
+    /// An instance of this dataclass became a dict of its fields.
+    Dataclass(String),
+    /// A `set` or `frozenset` (the type name) became a list.
+    Set(&'static str),
+    /// A value of this type became its marked repr.
+    Repr(String),
+    /// A dict key of this type became its repr (unmarked: keys are strings).
+    Key(String),
+    /// A reference back to an enclosing container became its marked repr.
+    Cycle,
+    /// A value nested past [`MAX_DEPTH`] became a marked placeholder.
+    Deep,
+}
+
+impl fmt::Display for Conversion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Dataclass(name) => write!(f, "dataclass `{name}` → dict of its fields"),
+            Self::Set(type_name) => write!(f, "{type_name} → list"),
+            Self::Repr(type_name) => write!(f, "{type_name} → its repr, a string starting {REPR_MARK:?}"),
+            Self::Key(type_name) => write!(f, "{type_name} dict key → its repr"),
+            Self::Cycle => write!(f, "a container inside itself → its repr, a string starting {REPR_MARK:?}"),
+            Self::Deep => write!(f, "values nested past {MAX_DEPTH} levels → a string starting {REPR_MARK:?}"),
+        }
+    }
+}
+
+/// The script's result as JSON, and what was converted to get it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvertedResult {
+    /// The result.
+    pub value: Value,
+    /// What `json.dumps` would have refused and was converted, each kind once.
+    pub conversions: BTreeSet<Conversion>,
+}
+
+impl ConvertedResult {
+    /// One line telling the model what was converted, or `None` when
+    /// nothing was: ``note: the script's result was converted to JSON: set → list; …``.
+    pub fn note(&self) -> Option<String> {
+        if self.conversions.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = self.conversions.iter().map(ToString::to_string).collect();
+        Some(format!("note: the script's result was converted to JSON: {}\n", list.join("; ")))
+    }
+}
+
+/// Converts a tool call's arguments to JSON as `json.dumps` would; see the
+/// module docs.
 ///
 /// # Errors
 ///
 /// A [`ConvertError`] for the first value with no JSON form.
 pub fn to_json(value: ObjectRef<'_>) -> Result<Value, ConvertError> {
-    let mut budget = MAX_NODES;
-    to_json_at(value, 0, &mut budget)
+    let mut walk = Walk { lenient: false, budget: MAX_NODES, conversions: BTreeSet::new() };
+    walk.value(value, 0)
 }
 
-fn to_json_at(value: ObjectRef<'_>, depth: usize, budget: &mut usize) -> Result<Value, ConvertError> {
-    *budget = budget.checked_sub(1).ok_or(ConvertError::TooLarge)?;
-    match node(value) {
-        MontyNode::None => Ok(Value::Null),
-        MontyNode::Bool(flag) => Ok(Value::Bool(*flag)),
-        MontyNode::Int(int) => Ok(Value::from(*int)),
-        // The 64-bit range, i64 and u64, is what serde_json keeps exact. monty
-        // keeps ints within i64 as `Int`, but a `BigInt` that fits is no error.
-        MontyNode::BigInt(int) => i64::try_from(int)
-            .map(Value::from)
-            .or_else(|_| u64::try_from(int).map(Value::from))
-            .map_err(|_| ConvertError::IntTooLarge),
-        MontyNode::Float(float) => {
-            Number::from_f64(*float).map(Value::Number).ok_or_else(|| ConvertError::NonFiniteFloat(value.py_repr()))
+/// Converts the script's result to JSON, converting what `json.dumps`
+/// refuses instead of failing; see the module docs.
+///
+/// # Errors
+///
+/// Only [`ConvertError::TooLarge`]: a result of more than [`MAX_NODES`]
+/// values, which no host would take.
+pub fn result_to_json(value: ObjectRef<'_>) -> Result<ConvertedResult, ConvertError> {
+    let mut walk = Walk { lenient: true, budget: MAX_NODES, conversions: BTreeSet::new() };
+    let value = walk.value(value, 0)?;
+    Ok(ConvertedResult { value, conversions: walk.conversions })
+}
+
+/// One conversion: strict (arguments) or lenient (the result).
+struct Walk {
+    /// Convert what has no JSON form instead of refusing it.
+    lenient: bool,
+    /// JSON values still allowed.
+    budget: usize,
+    /// What a lenient walk converted.
+    conversions: BTreeSet<Conversion>,
+}
+
+impl Walk {
+    fn value(&mut self, value: ObjectRef<'_>, depth: usize) -> Result<Value, ConvertError> {
+        self.budget = self.budget.checked_sub(1).ok_or(ConvertError::TooLarge)?;
+        match self.exact(value, depth) {
+            Err(ConvertError::TooLarge) => Err(ConvertError::TooLarge),
+            Err(error) if self.lenient => Ok(self.converted(value, &error)),
+            result => result,
         }
-        MontyNode::String(text) => Ok(Value::String(text.clone())),
-        // Tuples and named tuples are sequences to JSON, as `json.dumps` has it.
-        MontyNode::List(ids) | MontyNode::Tuple(ids) | MontyNode::NamedTuple { values: ids, .. } => {
-            let depth = nested(depth)?;
-            let values =
-                ids.iter().map(|id| to_json_at(child(value, *id), depth, budget)).collect::<Result<Vec<_>, _>>()?;
-            Ok(Value::Array(values))
-        }
-        MontyNode::Dict(pairs) => {
-            let depth = nested(depth)?;
-            let mut object = Map::with_capacity(pairs.len());
-            for (key, item) in pairs {
-                // A repeated key keeps the last value, as `json.loads(json.dumps(d))` does.
-                object.insert(key_text(child(value, *key))?, to_json_at(child(value, *item), depth, budget)?);
+    }
+
+    /// `value` as `json.dumps` writes it, its children through [`Walk::value`].
+    fn exact(&mut self, value: ObjectRef<'_>, depth: usize) -> Result<Value, ConvertError> {
+        match node(value) {
+            MontyNode::None => Ok(Value::Null),
+            MontyNode::Bool(flag) => Ok(Value::Bool(*flag)),
+            MontyNode::Int(int) => Ok(Value::from(*int)),
+            MontyNode::BigInt(int) => big_int_number(int).map(Value::Number),
+            MontyNode::Float(float) => {
+                Number::from_f64(*float).map(Value::Number).ok_or_else(|| ConvertError::NonFiniteFloat(value.py_repr()))
             }
-            Ok(Value::Object(object))
+            MontyNode::String(text) => Ok(Value::String(text.clone())),
+            // Tuples and named tuples are sequences to JSON, as `json.dumps` has it.
+            MontyNode::List(ids) | MontyNode::Tuple(ids) | MontyNode::NamedTuple { values: ids, .. } => {
+                self.array(value, ids, depth)
+            }
+            MontyNode::Set(ids) | MontyNode::FrozenSet(ids) if self.lenient => {
+                let array = self.array(value, ids, depth)?;
+                let type_name = if matches!(node(value), MontyNode::Set(_)) { "set" } else { "frozenset" };
+                self.conversions.insert(Conversion::Set(type_name));
+                Ok(array)
+            }
+            MontyNode::Dict(pairs) => self.object(value, pairs, depth),
+            MontyNode::ClassInstance { class_type, attrs, .. } if self.lenient => match node(child(value, *class_type))
+            {
+                MontyNode::ClassType(class) if class.is_dataclass => {
+                    let object = self.object(value, attrs, depth)?;
+                    self.conversions.insert(Conversion::Dataclass(class.name.clone()));
+                    Ok(object)
+                }
+                _ => Err(ConvertError::NotSerializable(value.type_name().to_owned())),
+            },
+            // monty exports a reference back to an enclosing container as a cycle leaf.
+            MontyNode::Cycle(_) => Err(ConvertError::Circular),
+            MontyNode::Exception { exc_type, .. } => Err(ConvertError::NotSerializable(exc_type.to_string())),
+            MontyNode::Repr(repr) => Err(ConvertError::NotSerializable(repr_type_name(repr).to_owned())),
+            _ => Err(ConvertError::NotSerializable(value.type_name().to_owned())),
         }
-        // monty exports a reference back to an enclosing container as a cycle leaf.
-        MontyNode::Cycle(_) => Err(ConvertError::Circular),
-        MontyNode::Exception { exc_type, .. } => Err(ConvertError::NotSerializable(exc_type.to_string())),
-        MontyNode::Repr(repr) => Err(ConvertError::NotSerializable(repr_type_name(repr).to_owned())),
-        _ => Err(ConvertError::NotSerializable(value.type_name().to_owned())),
+    }
+
+    fn array(
+        &mut self,
+        value: ObjectRef<'_>,
+        ids: &[monty_types::unstable::NodeId],
+        depth: usize,
+    ) -> Result<Value, ConvertError> {
+        let depth = nested(depth)?;
+        let values = ids.iter().map(|id| self.value(child(value, *id), depth)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Value::Array(values))
+    }
+
+    fn object(
+        &mut self,
+        value: ObjectRef<'_>,
+        pairs: &[(monty_types::unstable::NodeId, monty_types::unstable::NodeId)],
+        depth: usize,
+    ) -> Result<Value, ConvertError> {
+        let depth = nested(depth)?;
+        let mut object = Map::with_capacity(pairs.len());
+        for (key, item) in pairs {
+            let key = self.key(child(value, *key))?;
+            // A repeated key keeps the last value, as `json.loads(json.dumps(d))` does.
+            object.insert(key, self.value(child(value, *item), depth)?);
+        }
+        Ok(Value::Object(object))
+    }
+
+    /// A dict key as `json.dumps` writes it; in a lenient walk, any other
+    /// key as its repr.
+    fn key(&mut self, key: ObjectRef<'_>) -> Result<String, ConvertError> {
+        match key_text(key) {
+            Err(ConvertError::InvalidKey(type_name)) if self.lenient => {
+                self.conversions.insert(Conversion::Key(type_name));
+                Ok(key.py_repr())
+            }
+            Err(ConvertError::NonFiniteFloat(repr)) if self.lenient => {
+                self.conversions.insert(Conversion::Key("float".to_owned()));
+                Ok(repr)
+            }
+            result => result,
+        }
+    }
+
+    /// The marked string a value with no JSON form becomes, noted.
+    fn converted(&mut self, value: ObjectRef<'_>, error: &ConvertError) -> Value {
+        let (conversion, repr) = match error {
+            ConvertError::Circular => (Conversion::Cycle, value.py_repr()),
+            // Not its repr: that could be as deep as what it replaces.
+            ConvertError::TooDeep => (Conversion::Deep, format!("<{} nested too deep>", value.type_name())),
+            ConvertError::NotSerializable(type_name) => (Conversion::Repr(type_name.clone()), value.py_repr()),
+            _ => (Conversion::Repr(value.type_name().to_owned()), value.py_repr()),
+        };
+        self.conversions.insert(conversion);
+        Value::String(format!("{REPR_MARK}{repr}"))
+    }
+}
+
+/// An int of any size as a JSON number with all its digits.
+///
+/// # Errors
+///
+/// Never with serde_json's `arbitrary_precision`, which keeps the digits.
+/// Without it a number past 64 bits would be an `f64`: refused here rather
+/// than sent rounded.
+fn big_int_number(int: &BigInt) -> Result<Number, ConvertError> {
+    let digits = int.to_string();
+    match Number::from_str(&digits) {
+        Ok(number) if number.to_string() == digits => Ok(number),
+        _ => Err(ConvertError::NotSerializable("int".to_owned())),
     }
 }
 
@@ -185,15 +349,24 @@ pub fn from_json(value: &Value) -> MontyObject {
     }
 }
 
+/// A JSON number as a Python `int` when its text is an integer (of any
+/// size: serde_json's `arbitrary_precision` keeps the digits), else a
+/// `float`, as `json.loads` reads it (`1e400` is `inf`).
 fn number_to_object(number: &Number) -> MontyObject {
     if let Some(int) = number.as_i64() {
-        MontyObject::int(int)
-    } else if let Some(int) = number.as_u64() {
-        MontyObject::bigint(BigInt::from(int))
-    } else {
-        // Without serde_json's arbitrary_precision every other number is an f64.
-        MontyObject::float(number.as_f64().unwrap_or(f64::NAN))
+        return MontyObject::int(int);
     }
+    let text = number.to_string();
+    let digits = text.strip_prefix('-').unwrap_or(&text);
+    if !digits.is_empty()
+        && digits.bytes().all(|byte| byte.is_ascii_digit())
+        && let Ok(int) = BigInt::from_str(&text)
+    {
+        return MontyObject::bigint(int);
+    }
+    let float = number.as_f64().or_else(|| text.parse::<f64>().ok());
+    let infinity = if text.starts_with('-') { f64::NEG_INFINITY } else { f64::INFINITY };
+    MontyObject::float(float.unwrap_or(infinity))
 }
 
 /// The dict a tool call returns to the script:
@@ -254,8 +427,38 @@ mod tests {
         assert_eq!(to_json(MontyObject::bigint(BigInt::from(-7)).as_ref()), Ok(json!(-7)));
         assert_eq!(to_json(MontyObject::bigint(BigInt::from(i64::MIN)).as_ref()), Ok(json!(i64::MIN)));
         assert_eq!(to_json(MontyObject::bigint(BigInt::from(u64::MAX)).as_ref()), Ok(json!(u64::MAX)));
-        let below = MontyObject::bigint(BigInt::from(i64::MIN) - 1);
-        assert_eq!(to_json(below.as_ref()), Err(ConvertError::IntTooLarge));
+    }
+
+    /// Fails if the workspace's serde_json loses `arbitrary_precision`.
+    #[test]
+    fn an_int_of_any_size_is_a_json_number_with_all_its_digits() {
+        let fib_100 = "354224848179261915075";
+        let huge = format!("-{}", "9".repeat(400));
+        for digits in [fib_100, huge.as_str(), "18446744073709551616", "-9223372036854775809"] {
+            let int = MontyObject::bigint(BigInt::from_str(digits).unwrap());
+            let json = to_json(int.as_ref()).unwrap();
+            assert_eq!(serde_json::to_string(&json).unwrap(), digits);
+            // And back: the host's JSON, read by the guest, is the same int.
+            let read: Value = serde_json::from_str(digits).unwrap();
+            assert_eq!(from_json(&read), int);
+            assert_eq!(from_json(&read).type_name(), "int");
+        }
+        let nested = MontyObject::dict([(
+            MontyObject::string("n"),
+            MontyObject::list([MontyObject::bigint(BigInt::from(u64::MAX) * 4)]),
+        )]);
+        let text = serde_json::to_string(&to_json(nested.as_ref()).unwrap()).unwrap();
+        assert_eq!(text, r#"{"n":[73786976294838206460]}"#);
+    }
+
+    #[test]
+    fn json_floats_stay_floats_and_overflow_to_infinity() {
+        let read = |text: &str| from_json(&serde_json::from_str::<Value>(text).unwrap());
+        assert_eq!(read("1.5"), MontyObject::float(1.5));
+        assert_eq!(read("1e2"), MontyObject::float(100.0));
+        assert_eq!(read("-0.0").type_name(), "float");
+        assert_eq!(read("1e400"), MontyObject::float(f64::INFINITY));
+        assert_eq!(read("-1e400"), MontyObject::float(f64::NEG_INFINITY));
     }
 
     #[test]
@@ -288,8 +491,6 @@ mod tests {
         assert_eq!(refused(nan), value_error("Out of range float values are not JSON compliant: nan"));
         let cycle = MontyObject::list([MontyObject::cycle("[...]")]);
         assert_eq!(refused(cycle), value_error("Circular reference detected"));
-        let huge = MontyObject::bigint(BigInt::from(u64::MAX) * 4);
-        assert_eq!(to_json(huge.as_ref()), Err(ConvertError::IntTooLarge));
     }
 
     #[test]
@@ -352,5 +553,61 @@ mod tests {
             to_json(err.as_ref()),
             Ok(json!({"ok": false, "value": null, "error": {"code": "policy_denied", "message": "no"}}))
         );
+    }
+
+    fn converted(object: MontyObject) -> (Value, Vec<String>) {
+        let converted = result_to_json(object.as_ref()).unwrap();
+        (converted.value, converted.conversions.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn a_result_json_dumps_takes_is_not_converted_and_not_noted() {
+        let value = MontyObject::dict([
+            (MontyObject::string("t"), MontyObject::tuple([MontyObject::int(1)])),
+            (MontyObject::int(2), MontyObject::bigint(BigInt::from(u64::MAX) * 4)),
+        ]);
+        let converted = result_to_json(value.as_ref()).unwrap();
+        assert_eq!(converted.value, serde_json::from_str::<Value>(r#"{"t": [1], "2": 73786976294838206460}"#).unwrap());
+        assert!(converted.conversions.is_empty());
+        assert_eq!(converted.note(), None);
+    }
+
+    #[test]
+    fn a_result_set_becomes_a_list_and_other_values_their_marked_repr() {
+        let value = MontyObject::list([
+            MontyObject::set([MontyObject::int(1)]),
+            MontyObject::frozenset([MontyObject::string("a")]),
+            MontyObject::bytes(b"x".to_vec()),
+            MontyObject::float(f64::NAN),
+            MontyObject::dict([(MontyObject::tuple([MontyObject::int(1), MontyObject::int(2)]), MontyObject::none())]),
+            MontyObject::list([MontyObject::cycle("[...]")]),
+        ]);
+        let (json, notes) = converted(value);
+        assert_eq!(json, json!([[1], ["a"], "!repr: b'x'", "!repr: nan", {"(1, 2)": null}, ["!repr: [...]"]]));
+        assert_eq!(
+            notes,
+            [
+                "frozenset → list",
+                "set → list",
+                "bytes → its repr, a string starting \"!repr: \"",
+                "float → its repr, a string starting \"!repr: \"",
+                "tuple dict key → its repr",
+                "a container inside itself → its repr, a string starting \"!repr: \"",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_result_nested_too_deep_is_cut_with_a_marked_placeholder() {
+        let mut value = MontyObject::none();
+        for _ in 0..=MAX_DEPTH {
+            value = MontyObject::list([value]);
+        }
+        let (mut json, notes) = converted(value);
+        for _ in 0..MAX_DEPTH {
+            json = json[0].take();
+        }
+        assert_eq!(json, json!("!repr: <list nested too deep>"));
+        assert_eq!(notes, [format!("values nested past {MAX_DEPTH} levels → a string starting \"!repr: \"")]);
     }
 }

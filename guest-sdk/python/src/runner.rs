@@ -16,7 +16,7 @@ use std::{
 use monty::{FunctionCall, MontyRun, NameLookup, OsCall, ResolveFutures, RunProgress};
 use monty_types::{
     CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult, OsPolicy, PrintWriter,
-    ResourceLimits, ResourceTracker, SleepMode,
+    PrintWriterCallback, ResourceLimits, ResourceTracker, SleepMode,
 };
 use tether_codes::{Reason, RunErrorKind};
 use tether_guest::wire::Resume;
@@ -24,7 +24,7 @@ use tether_guest::{CallRequest, CallResult, Failure, Outcome, ScriptError, Start
 
 use crate::{
     api::{self, Bindings, CALL, CALL_ASYNC, UNWRAP},
-    convert::{call_result_to_object, to_json},
+    convert::{call_result_to_object, result_to_json},
     errors::{SCRIPT_NAME, limit_error, runtime_error, syntax_error},
     output::Printer,
     park::{self, Parked, Suspended, Waiting},
@@ -202,7 +202,7 @@ impl<O: Write, E: Write, H: FnMut(Vec<CallRequest>, &mut ParkState<'_>) -> Vec<C
                         None => runtime_error(&exception),
                     });
                 }
-                Ok(RunProgress::Complete(result)) => return outcome_of(&result),
+                Ok(RunProgress::Complete(result)) => return self.outcome_of(&result),
                 Ok(RunProgress::FunctionCall(call)) => self.function_call(call),
                 Ok(RunProgress::OsCall(call)) => self.os_call(call),
                 Ok(RunProgress::ResolveFutures(state)) => self.resolve_futures(state),
@@ -381,6 +381,28 @@ impl<O: Write, E: Write, H: FnMut(Vec<CallRequest>, &mut ParkState<'_>) -> Vec<C
         results.iter().map(call_result_to_object).collect()
     }
 
+    /// The outcome of a script that completed with `result`: the result as
+    /// JSON, what `json.dumps` would refuse converted (`convert::result_to_json`)
+    /// and noted on stderr, where the model reads it with the output.
+    fn outcome_of(&mut self, result: &MontyObject) -> Outcome {
+        match result_to_json(result.as_ref()) {
+            Ok(converted) => {
+                if let Some(note) = converted.note() {
+                    // A write error only means the host capped the output.
+                    let _ = self.printer.stderr_write(note.into());
+                }
+                Outcome::Ok(converted.value)
+            }
+            // Only a result too large for any host.
+            Err(error) => Outcome::Err(ScriptError {
+                kind: RunErrorKind::RuntimeError.as_str().to_owned(),
+                message: format!("the script's result cannot be sent: {error}"),
+                exception_type: error.exc_type().to_string(),
+                ..ScriptError::default()
+            }),
+        }
+    }
+
     /// Sleeps out of the budget, output first. Past the budget it sleeps
     /// not at all: it records the limit and returns the exception that ends
     /// the run (uncatchable, through `abort`) at the sleep's call site.
@@ -405,20 +427,6 @@ fn sorted_ids(state: &ResolveFutures) -> Vec<u32> {
 
 fn missing_result() -> CallResult {
     CallResult::Err(Failure::from(&Reason::MissingResult))
-}
-
-/// The outcome of a script that completed with `result`.
-fn outcome_of(result: &MontyObject) -> Outcome {
-    match to_json(result.as_ref()) {
-        Ok(value) => Outcome::Ok(value),
-        // The exception `json.dumps(result)` would raise.
-        Err(error) => Outcome::Err(ScriptError {
-            kind: RunErrorKind::RuntimeError.as_str().to_owned(),
-            message: format!("the script's result is not JSON-serializable: {error}"),
-            exception_type: error.exc_type().to_string(),
-            ..ScriptError::default()
-        }),
-    }
 }
 
 #[cfg(test)]

@@ -96,7 +96,6 @@ async fn non_json_arguments_raise_what_json_dumps_would_naming_the_value() {
         ("data={1, 2}", "TypeError", "Object of type set"),
         ("data={(1, 2): 'tuple key'}", "TypeError", "keys must be str"),
         ("data=print", "TypeError", "is not JSON serializable"),
-        ("data=2 ** 100", "ValueError", "send it as a str"),
     ] {
         let (outcome, recorder) = run(&client, python(&format!("call('echo', {args})"))).await;
         assert_raised(&outcome, exception, &["not JSON-serializable", mentions]);
