@@ -12,6 +12,7 @@ use crate::turn::progress_text;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use tether_backend::turn::{EventSink, ToolEvent};
 use tokio::sync::mpsc;
@@ -72,15 +73,21 @@ pub(crate) struct Watch {
 
 impl Watch {
     /// Sends each event as a progress notification with `token` to `peer`,
-    /// numbered from 1, until the call ends (the caller drops this future).
-    /// Without a token nothing is sent and the events are discarded.
+    /// numbered from 1, for as long as the call runs: it never returns, and
+    /// the caller drops it when the call ends. Without a token the events
+    /// are discarded.
     ///
     /// # Cancel safety
     /// Cancel-safe: an event taken and not yet sent is lost, and the call
     /// it told of has ended.
-    pub(crate) async fn forward(&mut self, peer: &Peer<RoleServer>, token: Option<&ProgressToken>) {
-        while let Some(message) = self.receiver.recv().await {
-            self.send(peer, token, message).await;
+    pub(crate) async fn forward(&mut self, peer: &Peer<RoleServer>, token: Option<&ProgressToken>) -> Infallible {
+        loop {
+            match self.receiver.recv().await {
+                Some(message) => self.send(peer, token, message).await,
+                // The sender lives in the session's map until this watch is
+                // dropped, so this is not reached; wait like a closed watch.
+                None => std::future::pending::<()>().await,
+            }
         }
     }
 

@@ -142,7 +142,7 @@ impl Session {
                 }
                 () = context.ct.cancelled() => None,
                 result = &mut execute => Some(result),
-                () = watch.forward(&context.peer, token.as_ref()) => unreachable!("the watch ends only when dropped"),
+                never = watch.forward(&context.peer, token.as_ref()) => match never {},
             }
         };
         watch.finish(&context.peer, token.as_ref()).await;
