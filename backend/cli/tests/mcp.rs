@@ -148,6 +148,9 @@ fn row<'a>(rows: &'a [Value], tool: &str) -> &'a Value {
 #[derive(Clone, Default)]
 struct Client {
     answer: Option<ElicitationAction>,
+    /// Never answer an elicitation; wait for the server to withdraw it.
+    hang: bool,
+    withdrawn: Arc<Mutex<u32>>,
     asked: Arc<Mutex<Vec<String>>>,
     progress: Arc<Mutex<Vec<String>>>,
 }
@@ -191,6 +194,11 @@ impl ClientHandler for Client {
     ) -> Result<ElicitResult, McpError> {
         if let ElicitRequestParams::FormElicitationParams { message, .. } = &request {
             self.asked.lock().unwrap().push(message.clone());
+        }
+        if self.hang {
+            _context.ct.cancelled().await;
+            *self.withdrawn.lock().unwrap() += 1;
+            return Err(McpError::internal_error("withdrawn", None));
         }
         let answer = self.answer.clone().unwrap_or(ElicitationAction::Decline);
         let mut result = ElicitResult::new(answer.clone());
@@ -702,4 +710,23 @@ async fn direct_tools_are_served_on_request_and_a_direct_call_meets_the_same_tur
     let rows = world.audit(&turn, &["call_1", "call_2"]);
     let direct = rows.iter().find(|row| row["call_id"] == "call_1").unwrap();
     assert_eq!((direct["origin"].as_str(), direct["approval"].as_str()), (Some("model"), Some("approved")), "{direct}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elicitation_left_unanswered_times_out_and_is_withdrawn_from_the_client() {
+    let world = World::new();
+    let config = world.path("tether.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}\n[turn]\napproval_timeout = \"1s\"\n")).unwrap();
+    let client = Client { hang: true, ..Client::answering(Some(ElicitationAction::Accept)) };
+    let service = connect(&world, &client, &[]).await;
+    let (answer, _) = run_script(&service, &chain_script(&world)).await;
+    assert_eq!(answer["value"]["result"]["error"], "approval_timeout", "{answer}");
+    assert!(!world.root.join("sum.txt").exists());
+    let deadline = Instant::now() + WAIT;
+    while *client.withdrawn.lock().unwrap() == 0 {
+        assert!(Instant::now() < deadline, "the client was told the question is withdrawn");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    service.cancel().await.unwrap();
 }

@@ -11,7 +11,10 @@
 //! known.
 
 use crate::answer_all::AnswerAll;
-use rmcp::model::{ClientResult, ElicitRequestParams, ElicitationAction, Request, ServerRequest};
+use rmcp::model::{
+    CancelledNotificationParam, ClientResult, ElicitRequestParams, ElicitationAction, Request, RequestId, ServerRequest,
+};
+use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -72,7 +75,19 @@ impl ClientApprover {
                 return ApprovalDecision::deny(who, Some("the approval request could not be built".to_owned()));
             }
         };
-        let asked = self.peer.send_request(ServerRequest::ElicitRequest(Request::new(params))).await;
+        let request = ServerRequest::ElicitRequest(Request::new(params));
+        let handle = match self.peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
+            Ok(handle) => handle,
+            Err(error) => {
+                tracing::warn!(%error, "the elicitation could not be sent");
+                return ApprovalDecision::deny(who, Some(format!("the client could not ask: {error}")));
+            }
+        };
+        // Until it is answered: if the turn stops waiting (the approval wait
+        // limit, the turn or the request cancelled), the client is told so.
+        let mut unanswered = Unanswered { peer: self.peer.clone(), id: Some(handle.id.clone()) };
+        let asked = handle.await_response().await;
+        unanswered.id = None;
         match asked {
             Ok(ClientResult::ElicitResult(result)) => {
                 let reason = result
@@ -112,6 +127,29 @@ impl Approver for ClientApprover {
 
     fn defers(&self) -> bool {
         !self.elicits() && self.fallback.defers()
+    }
+}
+
+/// An elicitation sent and not answered yet; dropped unanswered (the turn
+/// stopped waiting), it tells the client to close its question.
+struct Unanswered {
+    peer: Peer<RoleServer>,
+    id: Option<RequestId>,
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        // A notification cannot be sent from `drop`, which cannot wait: it
+        // goes on a task of its own, one message, ended with the session.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let peer = self.peer.clone();
+        let reason = "the approval is no longer awaited (its wait limit passed, or the call ended)".to_owned();
+        runtime.spawn(async move {
+            if let Err(error) = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), Some(reason))).await {
+                tracing::debug!(%error, "the client was not told the elicitation is withdrawn");
+            }
+        });
     }
 }
 
