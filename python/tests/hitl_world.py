@@ -3,7 +3,8 @@
 call waiting for a person (the framework's human-in-the-loop object, kept
 as text), and — in a fresh process, `python hitl_world.py ARGS` — the
 person's answer and the resumed run. The tools are `parked_world`'s: `wire`
-(needs approval; each transfer a line in the effects file) and `balance`."""
+(needs approval; each transfer a line in the effects file) and `balance`,
+and `note` (no approval; each note a line in the effects file too)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,18 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 import parked_world  # noqa: E402
+
+
+def tools(effects: str) -> List[tether.Tool]:
+    """`parked_world`'s tools, and `note(text)`, which has an effect and needs no approval."""
+
+    def note(text: str) -> str:
+        """Note `text` down."""
+        with open(effects, "a") as file:
+            file.write(f"noted {text}\n")
+        return "noted"
+
+    return [*parked_world.tools(effects), tether.make_tool(note)]
 
 
 @dataclass
@@ -56,12 +69,12 @@ def pydantic_agent(base_url: str, toolset: Any) -> Any:
 
 async def interrupt(framework: str, base_url: str, effects: str, audit: str) -> Interrupted:
     """Runs the agent until it ends on a call that waits for a person."""
-    tools = parked_world.tools(effects)
+    made = tools(effects)
     if framework == "openai_agents":
         from agents import Runner
         from tether.adapters.openai_agents import open_turn as open_agents_turn
 
-        async with open_agents_turn(tools, approver=tether.LATER, audit=audit) as turn_tools:
+        async with open_agents_turn(made, approver=tether.LATER, audit=audit) as turn_tools:
             result = await Runner.run(agents_agent(base_url, turn_tools.tools), "wire the supplier")
             assert result.interruptions, f"the run ended without an interruption: {result.final_output!r}"
             waiting = await turn_tools.pending(result.interruptions)
@@ -72,7 +85,7 @@ async def interrupt(framework: str, base_url: str, effects: str, audit: str) -> 
 
     from tether.adapters.pydantic_ai import open_turn as open_pydantic_turn, pending
 
-    async with open_pydantic_turn(tools, approver=tether.LATER, audit=audit) as pyd_tools:
+    async with open_pydantic_turn(made, approver=tether.LATER, audit=audit) as pyd_tools:
         run = await pydantic_agent(base_url, pyd_tools.toolset).run("wire the supplier")
         assert isinstance(run.output, DeferredToolRequests), f"the run ended without deferred calls: {run.output!r}"
         saved = json.dumps({"messages": json.loads(run.all_messages_json()), "requests": json.loads(to_json(run.output))})
@@ -85,12 +98,12 @@ async def resume(framework: str, base_url: str, effects: str, audit: str, saved:
     by `call_id`) and resumes the run: what still waits (and the state to
     keep meanwhile), or the run's final output."""
     answers = answer if isinstance(answer, list) else [answer]
-    tools = parked_world.tools(effects)
+    made = tools(effects)
     if framework == "openai_agents":
         from agents import RunState, Runner
         from tether.adapters.openai_agents import open_turn as open_agents_turn
 
-        async with open_agents_turn(tools, approver=tether.LATER, audit=audit) as turn_tools:
+        async with open_agents_turn(made, approver=tether.LATER, audit=audit) as turn_tools:
             agent = agents_agent(base_url, turn_tools.tools)
             state = await RunState.from_string(agent, saved)
             still = [w for each in answers for w in await turn_tools.answer(state, turn_id=turn_id, **each)]
@@ -108,7 +121,7 @@ async def resume(framework: str, base_url: str, effects: str, audit: str, saved:
     data = json.loads(saved)
     messages = ModelMessagesTypeAdapter.validate_python(data["messages"])
     requests = TypeAdapter(DeferredToolRequests).validate_python(data["requests"])
-    async with open_pydantic_turn(tools, approver=tether.LATER, audit=audit) as pyd_tools:
+    async with open_pydantic_turn(made, approver=tether.LATER, audit=audit) as pyd_tools:
         results = DeferredToolResults()
         for each in answers:
             results.update(answer_requests(requests, **each))
@@ -141,12 +154,12 @@ async def approve_bare(framework: str, base_url: str, effects: str, audit: str, 
     answer (`True` in `DeferredToolResults`, `state.approve(item)`), and
     resumes: Pydantic AI's run ends on the calls again (what it lists);
     the Agents SDK's run raises."""
-    tools = parked_world.tools(effects)
+    made = tools(effects)
     if framework == "openai_agents":
         from agents import RunState, Runner
         from tether.adapters.openai_agents import open_turn as open_agents_turn
 
-        async with open_agents_turn(tools, approver=tether.LATER, audit=audit) as turn_tools:
+        async with open_agents_turn(made, approver=tether.LATER, audit=audit) as turn_tools:
             agent = agents_agent(base_url, turn_tools.tools)
             state = await RunState.from_string(agent, saved)
             for item in state.get_interruptions():
@@ -163,7 +176,7 @@ async def approve_bare(framework: str, base_url: str, effects: str, audit: str, 
     messages = ModelMessagesTypeAdapter.validate_python(data["messages"])
     requests = TypeAdapter(DeferredToolRequests).validate_python(data["requests"])
     bare = DeferredToolResults(approvals={call.tool_call_id: True for call in requests.approvals})
-    async with open_pydantic_turn(tools, approver=tether.LATER, audit=audit) as pyd_tools:
+    async with open_pydantic_turn(made, approver=tether.LATER, audit=audit) as pyd_tools:
         run = await pydantic_agent(base_url, pyd_tools.toolset).run(message_history=messages, deferred_tool_results=bare)
         assert isinstance(run.output, DeferredToolRequests), f"the run went on: {run.output!r}"
         return list(pending(run.output))

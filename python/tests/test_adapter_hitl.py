@@ -44,7 +44,7 @@ def echo_last_result() -> Any:
 
 class Backend:
     """One test's web backend: a SQLite store its processes share, and the
-    file `wire` appends a line to for each transfer."""
+    effects file: a line for each transfer `wire` makes, each `note`."""
 
     def __init__(self, tmp_path: Path, framework: str) -> None:
         self.framework = framework
@@ -260,9 +260,9 @@ async def test_answers_that_cannot_be_carried_out_say_why(backend: Backend) -> N
 
 
 def tools_of(backend: Backend) -> List[tether.Tool]:
-    import parked_world
+    from hitl_world import tools
 
-    return parked_world.tools(backend.effects)
+    return tools(str(backend.effects))
 
 
 def agent_of(turn_tools: Any) -> Any:
@@ -328,3 +328,22 @@ async def test_calls_waiting_together_are_answered_each_its_own_way(backend: Bac
     assert (script.call_id, script.approval, script.decided_by) == ("call_s/1", "approved", "alice")
     (direct,) = await backend.rows(f"{interrupted.turn_id}/call_d", "wire")
     assert (direct.approval, direct.decided_by, direct.approval_reason) == ("denied", "bob", "one wire a day")
+
+
+async def test_a_script_that_ran_beside_a_waiting_call_is_not_run_again_when_the_run_resumes(backend: Backend) -> None:
+    def script_and_wire(messages: List[Dict[str, Any]]) -> Dict[str, Any]:
+        calls = [("call_s", "run_script", {"code": 'note(text="hello")'}), ("call_d", "wire", {"amount": 7})]
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in calls
+        ]}
+
+    interrupted = await backend.interrupt(script_and_wire)
+    # The script needed no person: it ran, once; the run ended on the wire alone.
+    assert [(w.call_id, w.tool) for w in interrupted.waiting] == [("call_d", "wire")]
+    assert backend.wired() == ["noted hello"]
+    outcome = backend.resume_elsewhere(interrupted.saved, interrupted.turn_id, [echo_last_result()], approve=True, decided_by="alice")
+    (sent,) = outcome["tool_results"]
+    assert sent["call_s"]["value"]["result"] == {"ok": True, "value": "noted", "error": None}, sent
+    assert sent["call_d"] == {"ok": True, "value": {"sent": 7}, "error": None}
+    assert backend.wired() == ["noted hello", "wired 7"], "the script did not run again"
+    assert [r.call_id for r in await backend.rows(interrupted.turn_id, "note")] == ["call_s/1"]
