@@ -556,3 +556,14 @@ r = await asyncio.gather(later(), call_async('now'), asyncio.sleep(0.01))
     assert_eq!(run.batches, [vec![request("now", json!({}))], vec![request("after_sleep", json!({}))]]);
     assert!(started.elapsed() >= Duration::from_millis(30));
 }
+
+/// third_party/monty's patch 0003: CPython's answers, where scaling by
+/// `10**n` in floats gave another (2.675 * 100 is exactly 267.5).
+#[test]
+fn round_rounds_the_exact_binary_value_as_cpython_does() {
+    let run = run_script("[round(2.675, 2), round(0.0025, 3), round(0.125, 2), round(1250.0, -2), round(-0.004, 2)]");
+    assert_eq!(value(&run), &json!([2.67, 0.003, 0.12, 1200.0, -0.0]));
+    let run =
+        run_script("try:\n    round(1.7976931348623157e308, -308)\nexcept OverflowError as e:\n    r = str(e)\nr");
+    assert_eq!(value(&run), &json!("rounded value too large to represent"));
+}
