@@ -600,6 +600,12 @@ async fn over_http_a_bearer_token_is_required_and_each_session_is_a_turn() {
     let http = tether_backend::tools::http_client().unwrap();
     let anonymous = http.post(&url).json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);
+    let garbage = http.post(&url).bearer_auth("s3cret-token").header("content-type", "application/json");
+    let garbage =
+        garbage.header("accept", "application/json, text/event-stream").body("{not json").send().await.unwrap();
+    assert_eq!(garbage.status(), 400);
+    let error: Value = garbage.json().await.unwrap();
+    assert_eq!(error["error"]["code"], -32700, "{error}");
 
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -610,6 +616,8 @@ async fn over_http_a_bearer_token_is_required_and_each_session_is_a_turn() {
     assert!(!is_error, "{answer}");
     assert_eq!(answer["value"]["result"]["written"], true, "{answer}");
     assert_eq!(client.asked().len(), 1, "asked through the HTTP session");
+    let progress = client.progress();
+    assert!(progress.iter().any(|message| message.starts_with("call_1/2 add ok")), "{progress:?}");
     let turn = answer["turn_id"].as_str().unwrap().to_owned();
     service.cancel().await.unwrap();
     assert_eq!(row(&world.audit(&turn, &["fs_write_file"]), "fs_write_file")["approval"], "approved");

@@ -8,7 +8,11 @@
 //! 401 before rmcp reads the request); without one, only a loopback address
 //! may be bound, and rmcp's `Host` check (loopback names only) keeps a web
 //! page from reaching it through DNS rebinding. mTLS is not served here.
-//! A request body over `--max-request-bytes` is refused by rmcp (413).
+//!
+//! Bad bodies get JSON-RPC errors, as on stdio ([`json_errors`]): a body
+//! over `--max-request-bytes` is answered 413 with `-32600`, one that is
+//! not JSON 400 with `-32700` (rmcp would answer plain text); the session
+//! goes on.
 
 use super::Shared;
 use super::session::Session;
@@ -74,7 +78,9 @@ pub(crate) async fn serve(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let mut router = axum::Router::new().nest_service("/mcp", service);
+    let mut router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
+        move |request: Request, next: Next| async move { json_errors(max_request_bytes, request, next).await },
+    ));
     if let Some(token) = token {
         let token = Arc::new(token);
         router = router.layer(axum::middleware::from_fn(move |request: Request, next: Next| {
@@ -87,6 +93,32 @@ pub(crate) async fn serve(
     let bound = listener.local_addr().map_err(|source| ListenError::Bind { address, source })?;
     eprintln!("tether mcp: listening on http://{bound}/mcp");
     axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await.map_err(ListenError::Serve)
+}
+
+/// Answers a POST body that is too large or not JSON with a JSON-RPC
+/// error; lets the rest through to rmcp, the body read once and handed on.
+async fn json_errors(max_bytes: usize, request: Request, next: Next) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, max_bytes).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            let message = format!("request too large: over the limit of {max_bytes} bytes (--max-request-bytes)");
+            return rpc_error(StatusCode::PAYLOAD_TOO_LARGE, -32600, &message);
+        }
+    };
+    if let Err(error) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        return rpc_error(StatusCode::BAD_REQUEST, -32700, &format!("parse error: not JSON ({error})"));
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
+/// A JSON-RPC error with no id (the request could not be read), as `status`.
+fn rpc_error(status: StatusCode, code: i32, message: &str) -> Response {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 /// Lets a request through only with the bearer token.
