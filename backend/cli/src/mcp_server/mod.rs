@@ -9,7 +9,7 @@
 //! Who owns what:
 //! - this module: the command — it starts the [`Backend`] (tools, sidecar,
 //!   audit store) once, serves sessions over it, and ends it; the
-//!   [`Shared`] state every session reads
+//!   `Shared` state every session reads
 //! - `session`: one MCP session is one turn — rmcp's handler, listing and
 //!   calling through `Turn::execute`, cancellation and disconnection
 //! - `approval`: an approval asked through the client (elicitation), or
