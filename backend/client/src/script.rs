@@ -46,6 +46,27 @@ or `call(name, args)`; \
 Every call is checked, approved and audited like a direct call. Tools that ask the user, run on the \
 user's device, or activate tools cannot be called from a script; deferred tools must be activated first.";
 
+/// What the Python runtime does differently from CPython: the file its
+/// README's table is checked against (`tether-python`'s `differences`
+/// module); the fourth cell of each row is what the model is told.
+const PYTHON_DIFFERENCES: &str = include_str!("../../../guest-sdk/python/differences.tsv");
+
+/// The tool's description for scripts in `language`: [`DESCRIPTION`], and
+/// for Python one sentence of what differs from CPython, made from
+/// [`PYTHON_DIFFERENCES`] so it says what the runtime's README says.
+fn description(language: &str) -> String {
+    if language != "python" {
+        return DESCRIPTION.to_owned();
+    }
+    let phrases: Vec<&str> = PYTHON_DIFFERENCES
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split('\t').nth(3))
+        .filter(|phrase| !phrase.is_empty())
+        .collect();
+    format!("{DESCRIPTION} The Python is monty, not CPython: {}.", phrases.join("; "))
+}
+
 /// Builds the `run_script` tool over a sidecar connection. Defaults: name
 /// `run_script`, language `python`, the sidecar's own limits, and a time
 /// limit of 30 minutes (a script may wait on approvals; the turn's deadline
@@ -129,7 +150,7 @@ impl ScriptTool {
             "required": ["code"],
             "additionalProperties": false
         });
-        ToolSpec::new(self.name.clone(), DESCRIPTION, schema).meta(ToolMeta {
+        ToolSpec::new(self.name.clone(), description(&self.language), schema).meta(ToolMeta {
             is_script_tool: true,
             nests: true,
             read_only: true,
@@ -594,5 +615,32 @@ fn script_outcome(result: CallResult) -> ToolOutcome {
         CallOutcome::Failed(failure) => {
             ToolOutcome::Failed { code: failure.code.as_str().to_owned(), message: failure.message }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_python_description_tells_the_model_every_difference_the_runtime_lists() {
+        let text = description("python");
+        assert!(text.starts_with(DESCRIPTION), "{text}");
+        let rows: Vec<&str> = PYTHON_DIFFERENCES.lines().filter(|line| !line.starts_with('#')).collect();
+        assert!(rows.len() >= 10, "the differences file lost its rows");
+        let phrases: Vec<&str> =
+            rows.iter().filter_map(|row| row.split('\t').nth(3)).filter(|p| !p.is_empty()).collect();
+        assert!(phrases.len() >= 5, "{phrases:?}");
+        for phrase in phrases {
+            assert!(text.contains(phrase), "`{phrase}` missing from the description: {text}");
+        }
+        assert!(text.contains("class inheritance"), "{text}");
+        // Short enough to sit in every turn's tool list.
+        assert!(text.len() < 2_000, "{} bytes: {text}", text.len());
+    }
+
+    #[test]
+    fn another_language_gets_no_python_note() {
+        assert_eq!(description("javascript"), DESCRIPTION);
     }
 }

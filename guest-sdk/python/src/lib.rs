@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod convert;
+pub mod differences;
 pub mod errors;
 pub mod output;
 pub mod park;
