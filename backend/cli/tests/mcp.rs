@@ -365,15 +365,15 @@ async fn a_cancelled_request_ends_its_script_at_once_and_the_session_goes_on() {
 
     let rows = world.audit(&turn, &["call_1", "slow"]);
     let script = rows.iter().find(|row| row["call_id"] == "call_1").unwrap();
-    // Dropped, not cancelled with its turn (the session goes on): the turn
-    // records a call whose caller stopped waiting as `parent_settled`.
+    // Cancelled by its caller, not with its turn (the session goes on); the
+    // script's call in flight stopped with it.
     assert_eq!(
         (script["status"].as_str(), script["code"].as_str()),
-        (Some("abandoned"), Some("parent_settled")),
+        (Some("abandoned"), Some("cancelled")),
         "{script}"
     );
     let slow = row(&rows, "slow");
-    assert_eq!(slow["status"], "abandoned", "{slow}");
+    assert_eq!((slow["status"].as_str(), slow["code"].as_str()), (Some("abandoned"), Some("parent_settled")), "{slow}");
     let ran = Duration::from_micros(script["duration_us"].as_u64().unwrap());
     assert!(ran < Duration::from_secs(30), "the script ended at the cancellation, not after `slow`: {ran:?}");
     assert!(cancelled_at.elapsed() < WAIT);

@@ -28,6 +28,28 @@ pub struct CallRequest {
     /// Told when the call reaches its approval step and waits for a person,
     /// so a script's run can park meanwhile (`docs/parking.md`).
     pub on_awaiting_person: Option<OnAwaitingPerson>,
+    /// The caller's own cancellation of this one call ([`CallRequest::cancelled_by`]).
+    pub caller_cancel: Option<CallerCancel>,
+}
+
+/// A caller's cancellation of one call, as opposed to its turn's: when the
+/// token is cancelled and the call's future is then dropped, the call is
+/// recorded `cancelled` by its caller, not as stopped with its parent. Two
+/// are equal when they are clones of one another.
+#[derive(Clone, Debug)]
+pub struct CallerCancel(Arc<tokio_util::sync::CancellationToken>);
+
+impl CallerCancel {
+    /// Whether the caller has cancelled the call.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.is_cancelled()
+    }
+}
+
+impl PartialEq for CallerCancel {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Tells whoever issued a call that it now waits for a person: the turn
@@ -70,7 +92,16 @@ impl CallRequest {
             max_result_bytes: None,
             trace_context: TraceContext::default(),
             on_awaiting_person: None,
+            caller_cancel: None,
         }
+    }
+
+    /// The caller cancels this call alone with `token` (the turn goes on):
+    /// cancel it, then drop the call's future, and the call is recorded as
+    /// `cancelled` (its script's run ends with it) instead of `parent_settled`.
+    pub fn cancelled_by(mut self, token: tokio_util::sync::CancellationToken) -> Self {
+        self.caller_cancel = Some(CallerCancel(Arc::new(token)));
+        self
     }
 
     /// Tells `hook` when the call waits for a person (its approval step).

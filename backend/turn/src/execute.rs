@@ -818,6 +818,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_call_its_caller_cancelled_and_dropped_is_recorded_cancelled_and_the_turn_goes_on() {
+        let s = setup(PolicyApprover::approve_all(), |b| b);
+        let token = tokio_util::sync::CancellationToken::new();
+        {
+            let request = CallRequest::new("c1", "hold", json!({})).cancelled_by(token.clone());
+            let call = s.turn.execute(request, CallOrigin::Model);
+            tokio::pin!(call);
+            tokio::select! {
+                _ = &mut call => panic!("hold returned"),
+                () = s.probe.entered.notified() => {}
+            }
+            token.cancel();
+        } // dropped after its caller cancelled it
+        let row = s.store.audit_log("t1").await.unwrap().pop().unwrap();
+        assert_eq!((row.status, row.code.as_deref()), (CallStatus::Abandoned, Some("cancelled")));
+        assert_eq!(s.turn.end_reason(), None, "the turn goes on");
+    }
+
+    #[tokio::test]
     async fn script_calls_of_unsafe_tools_run_alone() {
         let s = setup(PolicyApprover::approve_all(), |b| b);
         // Each call stays in the tool until another joins it: run together, two would be in it at once.

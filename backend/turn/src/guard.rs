@@ -5,7 +5,7 @@
 
 use super::approval::{ApprovalRecord, ApprovalVerdict};
 use super::audit::{AuditRecord, CallIdentity, record_args, unix_ms};
-use super::call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure};
+use super::call::{CallOutcome, CallRequest, CallResult, CallStatus, CallerCancel, Failure};
 use super::events::ToolEvent;
 use super::origin::CallOrigin;
 use super::registry::Lookup;
@@ -40,6 +40,9 @@ pub(crate) struct CallGuard {
     /// The audit row [`CallGuard::finish`] is enqueuing; written from `Drop`
     /// if the finish is dropped before the row is queued.
     unqueued: Option<AuditRecord>,
+    /// The caller's cancellation of this call alone: dropped after it, the
+    /// call is `cancelled`, not stopped with its parent.
+    caller_cancel: Option<CallerCancel>,
     /// The call's span, which gets the audit row's status, code and step.
     span: tracing::Span,
 }
@@ -73,6 +76,7 @@ impl CallGuard {
             settled: false,
             audit_once: false,
             unqueued: None,
+            caller_cancel: request.caller_cancel.clone(),
             span,
         }
     }
@@ -217,11 +221,15 @@ impl Drop for CallGuard {
             // by whoever answers it (`Turn::answer_pending`).
             return;
         }
-        let reason = self.turn.end_reason().map_or(Reason::ParentSettled, ended_reason);
+        let reason = match self.turn.end_reason() {
+            Some(code) => ended_reason(code),
+            None if self.caller_cancel.as_ref().is_some_and(CallerCancel::is_cancelled) => Reason::CallCancelled,
+            None => Reason::ParentSettled,
+        };
         let code = reason.code();
-        let message = match code {
-            Code::ParentSettled => reason.message(),
-            other => format!("{}: the call was dropped before it settled", other.display_name()),
+        let message = match reason {
+            Reason::ParentSettled | Reason::CallCancelled => reason.message(),
+            _ => format!("{}: the call was dropped before it settled", code.display_name()),
         };
         if self.step == Step::Approval && self.approval.is_none() {
             self.approval = Some(ApprovalRecord::without_answer(ApprovalVerdict::Abandoned, "turn"));

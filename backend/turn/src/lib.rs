@@ -67,7 +67,7 @@ pub use audit::{
 };
 pub use budget::{CallBudget, Reservation};
 pub use builder::{TurnBuilder, new_turn_id};
-pub use call::{CallOutcome, CallRequest, CallResult, CallStatus, Failure, OnAwaitingPerson};
+pub use call::{CallOutcome, CallRequest, CallResult, CallStatus, CallerCancel, Failure, OnAwaitingPerson};
 pub use error::{StoreError, TurnError};
 pub use events::{EventLog, EventSink, NoEvents, ToolEvent, ToolProgress};
 pub use executor::{ToolContext, ToolExecutor, TurnAccess, executor_fn};

@@ -11,6 +11,12 @@ pub enum Reason {
     /// The turn was cancelled.
     #[error("the turn was cancelled; the call was not completed")]
     TurnCancelled,
+    /// Whoever made the call cancelled it (e.g. an MCP client's
+    /// `notifications/cancelled`); the turn goes on.
+    #[error(
+        "the call was cancelled by whoever made it; it was not completed, and any effect it had started may have happened"
+    )]
+    CallCancelled,
     /// The run ended (cancelled, deadline, backend gone) while the call waited.
     #[error("the run ended before the tool answered")]
     RunEnded,
@@ -314,7 +320,7 @@ impl Reason {
     /// The code this reason carries.
     pub fn code(&self) -> Code {
         match self {
-            Reason::TurnCancelled | Reason::RunEnded => Code::Cancelled,
+            Reason::TurnCancelled | Reason::CallCancelled | Reason::RunEnded => Code::Cancelled,
             Reason::TurnDeadline => Code::TurnDeadlineExceeded,
             Reason::ToolCallCap { .. } => Code::ToolCallCapReached,
             Reason::DepthLimit { .. } => Code::DepthLimitExceeded,

@@ -9,8 +9,9 @@
 //!
 //! A call ends early two ways: the client cancels its request
 //! (`notifications/cancelled`), and the call's future is dropped — the
-//! script's stream with it, so the sidecar ends the script at once, and
-//! every call still in flight is recorded as abandoned; or the client goes
+//! script's stream with it, so the sidecar ends the script at once; the
+//! call is recorded `cancelled` by its caller, and its script's calls still
+//! in flight as stopped with it; or the client goes
 //! away (stdin closed), and the whole turn is cancelled: each call ends as
 //! `cancelled`, recorded.
 
@@ -130,7 +131,9 @@ impl Session {
         let mut watch = self.events.watch(&call_id);
         // `None`: the client cancelled the request.
         let ended = {
-            let execute = turn.execute(CallRequest::new(&call_id, &name, args), CallOrigin::Model);
+            // The client's cancellation of this request is this call's alone.
+            let request = CallRequest::new(&call_id, &name, args).cancelled_by(context.ct.clone());
+            let execute = turn.execute(request, CallOrigin::Model);
             tokio::pin!(execute);
             tokio::select! {
                 biased;
