@@ -213,3 +213,13 @@ async fn an_output_flood_forever_ends_at_the_cpu_limit_with_its_output_capped() 
     assert!(outcome.output_truncated);
     assert!(outcome.stdout.len() <= 1024);
 }
+
+/// third_party/monty's patch 0004: a string or bytes larger than the
+/// guest's address space is a `MemoryError` the script catches, not a
+/// guest crash (issue 25: `"x" * 2**31` was a `guest_fault`).
+#[tokio::test]
+async fn a_repeat_larger_than_the_address_space_is_a_memory_error_the_script_catches() {
+    let source = "r = []\nfor v in ['x', b'x']:\n    try:\n        v * 2**31\n    except MemoryError:\n        r.append('caught')\nr";
+    let outcome = bomb(source, memory_limited()).await;
+    assert_eq!(outcome.result, Some(json!(["caught", "caught"])), "{outcome:#?}");
+}

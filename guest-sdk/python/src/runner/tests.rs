@@ -567,3 +567,11 @@ fn round_rounds_the_exact_binary_value_as_cpython_does() {
         run_script("try:\n    round(1.7976931348623157e308, -308)\nexcept OverflowError as e:\n    r = str(e)\nr");
     assert_eq!(value(&run), &json!("rounded value too large to represent"));
 }
+
+/// third_party/monty's patch 0004: a repeat no buffer can hold is a
+/// `MemoryError` the script catches, never an abort of the guest.
+#[test]
+fn a_repeat_no_buffer_can_hold_is_a_memory_error_the_script_catches() {
+    let source = "r = []\nfor v in ['x', b'x']:\n    try:\n        v * 2**62\n    except MemoryError:\n        r.append('caught')\nr + ['x' * 3, b'ab' * 2 == b'abab', 'é' * 2]";
+    assert_eq!(value(&run_script(source)), &json!(["caught", "caught", "xxx", true, "éé"]));
+}
