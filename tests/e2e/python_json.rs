@@ -85,12 +85,7 @@ async fn a_big_int_passes_the_turns_checks_and_reaches_the_audit_and_the_model_e
     let fib_100 = "354224848179261915075";
     let model_reads = serde_json::to_string(&result.to_model_value()).unwrap();
     assert!(model_reads.contains(&format!(r#""result":[true,"invalid_arguments",{fib_100}]"#)), "{model_reads}");
-    let audited: Vec<String> = world
-        .audit()
-        .await
-        .iter()
-        .filter(|row| row.call.tool == "ping")
-        .map(|row| row.call.args.to_string())
-        .collect();
+    let audited: Vec<String> =
+        world.audit().await.iter().filter(|row| row.call.tool == "ping").map(|row| row.call.args.to_string()).collect();
     assert_eq!(audited, [format!(r#"{{"n":{fib_100}}}"#), r#"{"n":0.5}"#.to_owned()]);
 }
