@@ -145,8 +145,8 @@ fn nesting(levels: u8) -> usize {
     usize::from(levels) % 8 + 95
 }
 
-/// `json.dumps(value, allow_nan=False)` with the sandbox's two extra rules
-/// (ints within 64 bits, at most `MAX_DEPTH` containers deep), as the
+/// `json.dumps(value, allow_nan=False)` with the sandbox's extra rule
+/// (at most `MAX_DEPTH` containers deep; ints of any size are exact), as the
 /// module docs of `convert` state them, written from the contract.
 fn json_dumps(py: &Py, depth: usize) -> Result<Value, ConvertError> {
     let container = |depth: usize| if depth >= MAX_DEPTH { Err(ConvertError::TooDeep) } else { Ok(depth + 1) };
@@ -154,13 +154,10 @@ fn json_dumps(py: &Py, depth: usize) -> Result<Value, ConvertError> {
         Py::None => Ok(Value::Null),
         Py::Bool(flag) => Ok(Value::Bool(*flag)),
         Py::Int(int) => Ok(Value::from(*int)),
-        Py::BigInt(int, shift) => {
-            let int = big(*int, *shift);
-            i64::try_from(&int)
-                .map(Value::from)
-                .or_else(|_| u64::try_from(&int).map(Value::from))
-                .map_err(|_| ConvertError::IntTooLarge)
-        }
+        // An int of any size is a JSON number with all its digits (the
+        // workspace's serde_json keeps them: `arbitrary_precision`).
+        Py::BigInt(int, shift) => serde_json::from_str::<Value>(&big(*int, *shift).to_string())
+            .map_err(|_| ConvertError::NotSerializable("int".to_owned())),
         Py::Float(float) => {
             Number::from_f64(*float).map(Value::Number).ok_or(ConvertError::NonFiniteFloat(String::new()))
         }
