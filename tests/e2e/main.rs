@@ -6,6 +6,7 @@
 mod support;
 
 mod agent;
+mod agent_scripts;
 mod audit_postgres;
 mod cancel_storm;
 mod conformance;
