@@ -133,9 +133,46 @@ async fn answer_runs(plan: Plan, names: Vec<String>, asked: Asked) -> PyResult<S
     let claimant = format!("tether-python (pid {}) {}", std::process::id(), uuid::Uuid::now_v7());
     let mut last = Value::Null;
     for run in chosen {
-        last = resume_one(&kit, run, &answers, &claimant, asked.take_over).await?;
+        last = if run.is_direct_call() {
+            answer_direct(&kit, run, &answers, &claimant, asked.take_over).await?
+        } else {
+            resume_one(&kit, run, &answers, &claimant, asked.take_over).await?
+        };
     }
     Ok(json_text(&last))
+}
+
+/// Claims `run`, the record of a direct call of the model's that waits for
+/// a person ([`Turn::park_direct`]), answers the call through its turn built
+/// again from the record's snapshot — the rest of the one execution path,
+/// the approval wait limit counted from when it began waiting, its one row
+/// in the turn it was made in — and removes the record. A process that
+/// dies in between leaves it claimed: `take_over` answers it again from the
+/// effect ledger, never running the tool twice.
+async fn answer_direct(
+    kit: &Kit,
+    run: &ParkedRun,
+    answers: &Answers,
+    claimant: &str,
+    take_over: bool,
+) -> PyResult<Value> {
+    let store: &Arc<dyn AuditStore> = &kit.store;
+    let now = unix_ms(SystemTime::now());
+    let record = store.claim_parked(&run.turn_id, &run.run_id, claimant, take_over, now).await.map_err(claim_error)?;
+    let turn = kit.equip(Turn::builder(&record.turn_id).resumed(record.turn.clone())).build().map_err(error::config)?;
+    let mut result = None;
+    for pending in record.unanswered() {
+        let decision = answers.get(&pending.request.call_id);
+        result = Some(turn.answer_pending(pending, decision).await);
+    }
+    // The row is committed before the record goes: a crash between the two
+    // leaves a claimed record whose call the ledger already holds.
+    turn.audit_log().await.map_err(error::store)?;
+    store.unpark(&record.turn_id, &record.run_id, claimant).await.map_err(claim_error)?;
+    Ok(json!({
+        "turn_id": record.turn_id, "run_id": record.run_id, "waiting": [],
+        "result": result.as_ref().map(crate::convert::result),
+    }))
 }
 
 /// Claims `run`, builds its turn again from its snapshot, and resumes it.

@@ -11,7 +11,7 @@ use crate::error;
 use crate::events::{self, Forwarder};
 use crate::kit::{Decider, Plan};
 use pyo3::prelude::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::sync::Arc;
 use tether_stores::AuditStoreUrl;
 use tether_turn::{CallOrigin, CallRequest, StoreError, Turn, TurnError, new_turn_id};
@@ -117,6 +117,40 @@ impl NativeTurn {
         awaitable(py, async move {
             let result = turn.execute(CallRequest::new(call_id, name, args), CallOrigin::Model).await;
             Ok(json_text(&crate::convert::result(&result)))
+        })
+    }
+
+    /// Runs one call of the model's like [`execute`](Self::execute) — or,
+    /// when it comes to wait for a person (`tether.LATER`), stores it in the
+    /// audit store as a direct call's record ([`Turn::park_direct`]) for
+    /// `tether.answer` to answer, from any process. Resolves to JSON text:
+    /// `{"result": ...}`, or `{"parked": the call as tether.pending lists it}`.
+    fn execute_or_park<'py>(
+        &self,
+        py: Python<'py>,
+        call_id: String,
+        name: String,
+        args: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args: Value = serde_json::from_str(&args)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("the arguments are not JSON: {e}")))?;
+        let turn = self.turn.clone();
+        awaitable(py, async move {
+            let request = CallRequest::new(call_id, name, args);
+            match turn.execute_or_hand_off(request, CallOrigin::Model).await {
+                Ok(result) => Ok(json_text(&json!({"result": crate::convert::result(&result)}))),
+                Err(pending) => {
+                    let listing = pending.listing();
+                    let owner = json!({"parked_by": "tether-python"});
+                    turn.park_direct(pending, owner).await.map_err(|e| {
+                        error::store(format!(
+                            "the call waits for a person's answer, but the audit store could not keep it ({e}): \
+                             the call was not made; make it again once the store is back"
+                        ))
+                    })?;
+                    Ok(json_text(&json!({"parked": listing})))
+                }
+            }
         })
     }
 

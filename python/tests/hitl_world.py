@@ -67,14 +67,17 @@ def pydantic_agent(base_url: str, toolset: Any) -> Any:
     return Agent(model, toolsets=[toolset], output_type=[str, DeferredToolRequests])
 
 
-async def interrupt(framework: str, base_url: str, effects: str, audit: str) -> Interrupted:
-    """Runs the agent until it ends on a call that waits for a person."""
+async def interrupt(framework: str, base_url: str, effects: str, audit: str,
+                    options: Optional[Dict[str, Any]] = None) -> Interrupted:
+    """Runs the agent until it ends on a call that waits for a person
+    (`options`: more of the turn's options, e.g. `approval_timeout`)."""
     made = tools(effects)
+    options = options or {}
     if framework == "openai_agents":
         from agents import Runner
         from tether.adapters.openai_agents import open_turn as open_agents_turn
 
-        async with open_agents_turn(made, approver=tether.LATER, audit=audit) as turn_tools:
+        async with open_agents_turn(made, approver=tether.LATER, audit=audit, **options) as turn_tools:
             result = await Runner.run(agents_agent(base_url, turn_tools.tools), "wire the supplier")
             assert result.interruptions, f"the run ended without an interruption: {result.final_output!r}"
             waiting = await turn_tools.pending(result.interruptions)
@@ -85,7 +88,7 @@ async def interrupt(framework: str, base_url: str, effects: str, audit: str) -> 
 
     from tether.adapters.pydantic_ai import open_turn as open_pydantic_turn, pending
 
-    async with open_pydantic_turn(made, approver=tether.LATER, audit=audit) as pyd_tools:
+    async with open_pydantic_turn(made, approver=tether.LATER, audit=audit, **options) as pyd_tools:
         run = await pydantic_agent(base_url, pyd_tools.toolset).run("wire the supplier")
         assert isinstance(run.output, DeferredToolRequests), f"the run ended without deferred calls: {run.output!r}"
         saved = json.dumps({"messages": json.loads(run.all_messages_json()), "requests": json.loads(to_json(run.output))})
@@ -93,17 +96,20 @@ async def interrupt(framework: str, base_url: str, effects: str, audit: str) -> 
 
 
 async def resume(framework: str, base_url: str, effects: str, audit: str, saved: str, turn_id: str,
-                 answer: Union[Dict[str, Any], List[Dict[str, Any]]]) -> Dict[str, Any]:
+                 answer: Union[Dict[str, Any], List[Dict[str, Any]]],
+                 options: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Answers the waiting calls as `answer` says (a list: one answer each,
     by `call_id`) and resumes the run: what still waits (and the state to
-    keep meanwhile), or the run's final output."""
+    keep meanwhile), or the run's final output. `options`: more of the
+    turn's options."""
     answers = answer if isinstance(answer, list) else [answer]
     made = tools(effects)
+    options = options or {}
     if framework == "openai_agents":
         from agents import RunState, Runner
         from tether.adapters.openai_agents import open_turn as open_agents_turn
 
-        async with open_agents_turn(made, approver=tether.LATER, audit=audit) as turn_tools:
+        async with open_agents_turn(made, approver=tether.LATER, audit=audit, **options) as turn_tools:
             agent = agents_agent(base_url, turn_tools.tools)
             state = await RunState.from_string(agent, saved)
             still = [w for each in answers for w in await turn_tools.answer(state, turn_id=turn_id, **each)]
@@ -121,7 +127,7 @@ async def resume(framework: str, base_url: str, effects: str, audit: str, saved:
     data = json.loads(saved)
     messages = ModelMessagesTypeAdapter.validate_python(data["messages"])
     requests = TypeAdapter(DeferredToolRequests).validate_python(data["requests"])
-    async with open_pydantic_turn(made, approver=tether.LATER, audit=audit) as pyd_tools:
+    async with open_pydantic_turn(made, approver=tether.LATER, audit=audit, **options) as pyd_tools:
         results = DeferredToolResults()
         for each in answers:
             results.update(answer_requests(requests, **each))

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -55,19 +55,20 @@ class Backend:
     def wired(self) -> List[str]:
         return self.effects.read_text().splitlines()
 
-    async def interrupt(self, model_call: Any) -> Interrupted:
+    async def interrupt(self, model_call: Any, options: Optional[Dict[str, Any]] = None) -> Interrupted:
         """The request that ends on a waiting call: the model makes `model_call`."""
         with FakeOpenAI([model_call]) as fake:
-            interrupted = await interrupt(self.framework, fake.base_url, str(self.effects), self.audit)
+            interrupted = await interrupt(self.framework, fake.base_url, str(self.effects), self.audit, options)
         assert len(fake.requests) == 1, "the run ended on the call: the model was not asked again"
         return interrupted
 
-    def resume_elsewhere(self, saved: str, turn_id: str, replies: List[Any], **answer: Any) -> Dict[str, Any]:
+    def resume_elsewhere(self, saved: str, turn_id: str, replies: List[Any], options: Optional[Dict[str, Any]] = None,
+                         **answer: Any) -> Dict[str, Any]:
         """A fresh process answers and resumes the saved run, against a
-        model that says `replies`: its outcome, and each tool result the
-        model was sent (`model_saw`)."""
+        model that says `replies` (`options`: more of its turn's options):
+        its outcome, and each tool result the model was sent (`model_saw`)."""
         with FakeOpenAI(replies) as fake:
-            process = self.start_resuming(saved, turn_id, {}, fake.base_url, **answer)
+            process = self.start_resuming(saved, turn_id, {}, fake.base_url, options, **answer)
             out, err = process.communicate(timeout=180)
         assert process.returncode in (0, 3) and out.strip(), err
         outcome: Dict[str, Any] = json.loads(out.strip().splitlines()[-1])
@@ -76,11 +77,12 @@ class Backend:
         return outcome
 
     def start_resuming(self, saved: str, turn_id: str, env: Dict[str, str], base_url: str = "http://127.0.0.1:9/v1",
-                       **answer: Any) -> "subprocess.Popen[str]":
+                       options: Optional[Dict[str, Any]] = None, **answer: Any) -> "subprocess.Popen[str]":
         """A fresh process that answers and resumes the saved run, started
         (`answers=[...]`: one answer each, by `call_id`)."""
         args = {"framework": self.framework, "base_url": base_url, "effects": str(self.effects),
-                "audit": self.audit, "saved": saved, "turn_id": turn_id, "answer": answer.get("answers", answer)}
+                "audit": self.audit, "saved": saved, "turn_id": turn_id, "answer": answer.get("answers", answer),
+                "options": options}
         return subprocess.Popen([sys.executable, str(TESTS / "hitl_world.py"), json.dumps(args)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
 
@@ -169,27 +171,33 @@ async def test_a_script_that_waits_again_ends_the_resumed_run_again_on_the_calls
 async def test_a_direct_call_that_needs_approval_ends_the_run_and_its_approval_in_a_fresh_process_runs_it_once(
     backend: Backend,
 ) -> None:
+    before = time.time()
     interrupted = await backend.interrupt(tool_call("call_d", "wire", {"amount": 7}))
+    turn_id = interrupted.turn_id
     (waiting,) = interrupted.waiting
-    assert (waiting.call_id, waiting.tool, waiting.args, waiting.run_id, waiting.calls) == ("call_d", "wire", {"amount": 7}, None, [])
-    # It never reached the turn: nothing ran, nothing is audited, nothing parked.
-    assert await tether.read_audit_log(backend.audit, interrupted.turn_id) == []
-    assert await tether.pending(backend.audit) == [] and backend.wired() == []
+    assert (waiting.call_id, waiting.tool, waiting.args, waiting.run_id) == ("call_d", "wire", {"amount": 7}, None)
+    (shown,) = waiting.calls
+    assert (shown.call_id, shown.tool, shown.args) == ("call_d", "wire", {"amount": 7}) and shown.since >= before - 1
+    # It reached the turn's approval step and waits in the store, not in a
+    # process: nothing ran, no row yet, and any process lists it.
+    assert await tether.read_audit_log(backend.audit, turn_id) == [] and backend.wired() == []
+    (parked,) = await tether.pending(backend.audit)
+    assert (parked.turn_id, parked.run_id, parked.calls) == (turn_id, f"{turn_id}/direct/call_d", [shown])
 
-    outcome = backend.resume_elsewhere(interrupted.saved, interrupted.turn_id, [echo_last_result()], approve=True, decided_by="alice")
+    outcome = backend.resume_elsewhere(interrupted.saved, turn_id, [echo_last_result()], approve=True, decided_by="alice")
     (seen,) = outcome["model_saw"]
     assert seen == {"ok": True, "value": {"sent": 7}, "error": None}, outcome
     assert backend.wired() == ["wired 7"]
-    # One row, in the turn that answered it: `<turn id>/<call id>`.
-    answered_in = f"{interrupted.turn_id}/call_d"
-    (row,) = await backend.rows(answered_in, "wire")
+    # One row, in the turn the call was made in.
+    (row,) = await backend.rows(turn_id, "wire")
     assert (row.call_id, row.origin, row.status, row.approval, row.decided_by, row.args) == (
         "call_d", "model", "ok", "approved", "alice", {"amount": 7}
     )
+    assert await tether.pending(backend.audit) == []
 
-    again = backend.resume_elsewhere(interrupted.saved, interrupted.turn_id, [echo_last_result()], approve=True, decided_by="alice")
+    again = backend.resume_elsewhere(interrupted.saved, turn_id, [echo_last_result()], approve=True, decided_by="alice")
     assert_refused_as_answered(again)
-    assert backend.wired() == ["wired 7"] and len(await backend.rows(answered_in, "wire")) == 1
+    assert backend.wired() == ["wired 7"] and len(await backend.rows(turn_id, "wire")) == 1
 
 
 async def test_a_direct_call_denied_from_a_fresh_process_never_runs_and_the_model_reads_the_denial(backend: Backend) -> None:
@@ -201,8 +209,9 @@ async def test_a_direct_call_denied_from_a_fresh_process_never_runs_and_the_mode
     assert seen["ok"] is False and seen["error"]["code"] == tether.codes.APPROVAL_DENIED, outcome
     assert "over budget" in seen["error"]["message"]
     assert backend.wired() == []
-    (row,) = await backend.rows(f"{interrupted.turn_id}/call_d", "wire")
-    assert (row.approval, row.decided_by, row.approval_reason) == ("denied", "bob", "over budget")
+    (row,) = await backend.rows(interrupted.turn_id, "wire")
+    assert (row.call_id, row.approval, row.decided_by, row.approval_reason) == ("call_d", "denied", "bob", "over budget")
+    assert await tether.pending(backend.audit) == []
 
 
 @pytest.mark.parametrize("model_call", [
@@ -273,7 +282,7 @@ def agent_of(turn_tools: Any) -> Any:
 
 
 @pytest.mark.parametrize("model_call, refusal", [
-    (tool_call("call_s", "run_script", {"code": ONE_WIRE}), "RunClaimed"), (tool_call("call_d", "wire", {"amount": 7}), "NotWaiting"),
+    (tool_call("call_s", "run_script", {"code": ONE_WIRE}), "RunClaimed"), (tool_call("call_d", "wire", {"amount": 7}), "RunClaimed"),
 ], ids=["script", "direct"])
 async def test_a_second_process_answering_while_the_first_runs_the_call_is_refused_and_runs_nothing(
     backend: Backend, model_call: Any, refusal: str, tmp_path: Path
@@ -324,10 +333,11 @@ async def test_calls_waiting_together_are_answered_each_its_own_way(backend: Bac
     assert sent["call_s"]["value"]["result"] == {"wired": True, "value": {"sent": 120}, "error": None}, sent
     assert sent["call_d"]["ok"] is False and sent["call_d"]["error"]["code"] == tether.codes.APPROVAL_DENIED
     assert backend.wired() == ["wired 120"]
-    (script,) = await backend.rows(interrupted.turn_id, "wire")
+    direct, script = sorted(await backend.rows(interrupted.turn_id, "wire"), key=lambda row: row.call_id)
     assert (script.call_id, script.approval, script.decided_by) == ("call_s/1", "approved", "alice")
-    (direct,) = await backend.rows(f"{interrupted.turn_id}/call_d", "wire")
-    assert (direct.approval, direct.decided_by, direct.approval_reason) == ("denied", "bob", "one wire a day")
+    assert (direct.call_id, direct.approval, direct.decided_by, direct.approval_reason) == (
+        "call_d", "denied", "bob", "one wire a day"
+    )
 
 
 async def test_a_script_that_ran_beside_a_waiting_call_is_not_run_again_when_the_run_resumes(backend: Backend) -> None:
@@ -347,3 +357,37 @@ async def test_a_script_that_ran_beside_a_waiting_call_is_not_run_again_when_the
     assert sent["call_d"] == {"ok": True, "value": {"sent": 7}, "error": None}
     assert backend.wired() == ["noted hello", "wired 7"], "the script did not run again"
     assert [r.call_id for r in await backend.rows(interrupted.turn_id, "note")] == ["call_s/1"]
+
+
+async def test_a_direct_call_answered_after_the_approval_wait_limit_times_out_and_never_runs(backend: Backend) -> None:
+    # The limit counts from when the call began waiting, across processes:
+    # the process that answers it was not running then.
+    wait = {"approval_timeout": 1.0}
+    interrupted = await backend.interrupt(tool_call("call_d", "wire", {"amount": 7}), wait)
+    (shown,) = interrupted.waiting[0].calls
+    while time.time() < shown.since + 1.5:
+        time.sleep(0.1)
+    outcome = backend.resume_elsewhere(interrupted.saved, interrupted.turn_id, [echo_last_result()], wait,
+                                       approve=True, decided_by="alice")
+    (seen,) = outcome["model_saw"]
+    assert seen["ok"] is False and seen["error"]["code"] == tether.codes.APPROVAL_TIMEOUT, outcome
+    assert backend.wired() == [], "a yes after the limit runs nothing"
+    (row,) = await backend.rows(interrupted.turn_id, "wire")
+    assert (row.call_id, row.approval, row.code) == ("call_d", "timed_out", tether.codes.APPROVAL_TIMEOUT)
+    assert await tether.pending(backend.audit) == []
+
+
+async def test_a_direct_call_the_turn_refuses_ends_no_run_and_the_model_reads_the_refusal(backend: Backend) -> None:
+    def refused_then_done(messages: List[Dict[str, Any]]) -> Dict[str, Any]:
+        if any(m["role"] == "tool" for m in messages):
+            return echo_last_result()(messages)
+        return tool_call("call_d", "wire", {"amount": "everything"})(messages)
+
+    # Its arguments fail the tool's schema: refused before its approval
+    # step, so no person is asked about a call that could not run.
+    with FakeOpenAI([refused_then_done, refused_then_done]) as fake:
+        with pytest.raises(AssertionError, match="without"):
+            await interrupt(backend.framework, fake.base_url, str(backend.effects), backend.audit)
+    sent = last_tool_result(fake.requests[-1]["messages"])
+    assert sent["ok"] is False and sent["error"]["code"] == tether.codes.INVALID_ARGUMENTS, sent
+    assert backend.wired() == [] and await tether.pending(backend.audit) == []

@@ -314,3 +314,37 @@ async def test_a_run_parked_in_postgresql_is_answered_from_another_process(scrat
     assert scratch.wired() == ["wired 120"]
     assert [(r.approval, r.decided_by) for r in await scratch.rows(turn_id, "wire")] == [("approved", "alice")]
     assert await tether.pending(url, turn_id) == []
+
+
+async def test_a_direct_call_that_waits_is_stored_and_answered_once_by_a_fresh_process_in_its_turn(scratch: Scratch) -> None:
+    async with tether.Turn.open(scratch.tools(), approver=tether.LATER, audit=scratch.audit) as turn:
+        # A call that needs no person runs at once, as `execute` runs it.
+        ran = await turn.execute_or_park("call_b", "balance", {})
+        assert isinstance(ran, tether.CallResult) and ran.value == 1000
+        waits = await turn.execute_or_park("call_w", "wire", {"amount": 9})
+        turn_id = turn.id
+    # The call reached the turn's approval step and waits in the store: the
+    # process that made it is gone, and nothing ran.
+    assert isinstance(waits, tether.PendingCall) and (waits.call_id, waits.tool, waits.args) == ("call_w", "wire", {"amount": 9})
+    (run,) = await tether.pending(scratch.audit)
+    assert (run.turn_id, run.run_id, run.calls) == (turn_id, f"{turn_id}/direct/call_w", [waits])
+    assert scratch.wired() == [] and await scratch.rows(turn_id, "wire") == []
+    # The CLI lists it, and sends its answer where its tool is.
+    cli = str(cli_binary())
+    listed = subprocess.run([cli, "pending", "--audit-store", scratch.audit, "--json"], check=True, capture_output=True, text=True)
+    assert [(c["call_id"], c["args"]) for c in json.loads(listed.stdout)[0]["pending"]] == [("call_w", {"amount": 9})]
+    refused = subprocess.run([cli, "approve", "--audit-store", scratch.audit, "--turn", turn_id, "--call", "call_w", "--as", "dana"],
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "is a direct call" in refused.stderr and "tether.answer" in refused.stderr, refused
+    assert scratch.wired() == []
+
+    resumed = scratch.answer_elsewhere(turn_id, call_id="call_w", approve=True, decided_by="alice")
+    assert (resumed["run_id"], resumed["waiting"]) == (f"{turn_id}/direct/call_w", [])
+    assert resumed["result"]["status"] == "ok" and resumed["result"]["value"] == {"sent": 9}, resumed
+    assert scratch.wired() == ["wired 9"]
+    (row,) = await scratch.rows(turn_id, "wire")
+    assert (row.call_id, row.origin, row.status, row.approval, row.decided_by) == ("call_w", "model", "ok", "approved", "alice")
+    assert await tether.pending(scratch.audit) == []
+    with pytest.raises(tether.NotWaiting):
+        await tether.answer(turn_id, call_id="call_w", approve=True, decided_by="alice", tools=scratch.tools(), audit=scratch.audit)
+    assert scratch.wired() == ["wired 9"] and len(await scratch.rows(turn_id, "wire")) == 1

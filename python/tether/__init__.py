@@ -27,8 +27,8 @@ from ._native import (
     TetherError,
     __version__,
 )
-from ._parked import ParkedRun, PendingCall, Resumed, answer, pending
-from ._records import ApprovalRequest, AuditRow, CallError, CallResult, Decision, LedgerRow, ToolEvent
+from ._parked import ParkedRun, Resumed, answer, pending
+from ._records import ApprovalRequest, AuditRow, CallError, CallResult, Decision, LedgerRow, PendingCall, ToolEvent
 from ._tools import ApprovalPredicate, Tool, ToolError, make_tool, tool
 from ._turn import (
     EMBEDDED,

@@ -12,33 +12,17 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional
 
 from . import _native
-from ._records import CallResult
+from ._records import CallResult, PendingCall
 from ._tools import ToolLike, make_tool
 from ._turn import EMBEDDED, LATER, ApproverLike, _limits_json, _native_approver, _token
 
 
 @dataclass(frozen=True)
-class PendingCall:
-    """A call of a parked run waiting for a person's answer."""
-
-    call_id: str
-    tool: str
-    #: The exact arguments the tool gets if the call is approved (a value).
-    args: Any
-    #: Why approval is needed (the policy rule's reason), if given.
-    reason: Optional[str]
-    #: Since when it waits, Unix seconds: the approval wait limit
-    #: (``approval_timeout``) counts from here, across processes.
-    since: float
-
-    @classmethod
-    def _from_json(cls, data: Dict[str, Any]) -> "PendingCall":
-        return cls(data["call_id"], data["tool"], data["args"], data.get("reason"), data["since_ms"] / 1000.0)
-
-
-@dataclass(frozen=True)
 class ParkedRun:
-    """A script run parked in the audit store, waiting for its calls' answers."""
+    """A script run parked in the audit store, waiting for its calls'
+    answers — or a direct call of the model's that waits for a person
+    (:meth:`Turn.execute_or_park`; ``run_id`` ``<turn id>/direct/<call id>``,
+    the one call in ``calls``)."""
 
     turn_id: str
     run_id: str
@@ -64,8 +48,9 @@ class Resumed:
     waiting: List[PendingCall]
     #: The ``run_script`` call's result, shaped as :meth:`Turn.execute`
     #: returns it, once the run went on: the script's value, or
-    #: ``run_parked`` when it parked again (then ``waiting`` says at what).
-    #: ``None`` when it did not go on (some calls it waits on still wait).
+    #: ``run_parked`` when it parked again (then ``waiting`` says at what);
+    #: for a direct call, the call's own result. ``None`` when it did not go
+    #: on (some calls it waits on still wait).
     result: Optional[CallResult]
 
     @property
@@ -86,8 +71,9 @@ class Resumed:
 
 async def pending(audit: str, turn_id: Optional[str] = None) -> List[ParkedRun]:
     """The script runs parked in the store ``audit`` names (``sqlite:PATH``
-    or PostgreSQL), of turn ``turn_id`` or of every turn, each with the
-    calls it waits on and their exact arguments.
+    or PostgreSQL), and the direct calls waiting there
+    (:meth:`Turn.execute_or_park`), of turn ``turn_id`` or of every turn,
+    each with the calls it waits on and their exact arguments.
 
     Raises :class:`tether.ConfigError` for ``memory:`` (it keeps nothing
     another process could see) and :class:`tether.AuditStoreError` when the
@@ -123,7 +109,9 @@ async def answer(
     verbatim_tool_errors: bool = False,
 ) -> Resumed:
     """Answers calls of turn ``turn_id`` that wait for a person and resumes
-    the script run they free, in this process, to its end or its next wait.
+    the script run they free, in this process, to its end or its next wait;
+    a direct call that waits (:meth:`Turn.execute_or_park`) runs, or is
+    denied, here, its one row in turn ``turn_id``.
 
     - ``approve``: yes or no; ``decided_by``: who decided (the audit row's
       ``decided_by``); ``reason``: recorded in the row, and passed to the

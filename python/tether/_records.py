@@ -186,3 +186,22 @@ class LedgerRow(CallIdentity):
     started_at_ms: int
     settled_at_ms: Optional[int]
     outcome: Optional[str]
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A call of a parked run waiting for a person's answer."""
+
+    call_id: str
+    tool: str
+    #: The exact arguments the tool gets if the call is approved (a value).
+    args: Any
+    #: Why approval is needed (the policy rule's reason), if given.
+    reason: Optional[str]
+    #: Since when it waits, Unix seconds: the approval wait limit
+    #: (``approval_timeout``) counts from here, across processes.
+    since: float
+
+    @classmethod
+    def _from_json(cls, data: Dict[str, Any]) -> "PendingCall":
+        return cls(data["call_id"], data["tool"], data["args"], data.get("reason"), data["since_ms"] / 1000.0)

@@ -28,7 +28,7 @@ from typing import (
 from typing_extensions import TypedDict
 
 from . import _native
-from ._records import AuditRow, CallResult, ApprovalRequest, Decision, LedgerRow, ToolEvent, _from, _row
+from ._records import AuditRow, CallResult, ApprovalRequest, Decision, LedgerRow, PendingCall, ToolEvent, _from, _row
 from ._tools import ApprovalPredicate, Tool, ToolLike, make_tool
 
 logger = logging.getLogger("tether")
@@ -392,6 +392,26 @@ class Turn:
         self._check_open(f"the call `{call_id}` of `{name}`")
         text = await self._native.execute(call_id, name, json.dumps({} if args is None else args))
         return CallResult._from_json(json.loads(text))
+
+    async def execute_or_park(
+        self, call_id: str, name: str, args: Optional[Dict[str, Any]] = None
+    ) -> Union[CallResult, PendingCall]:
+        """:meth:`execute` — except that a call that comes to wait for a
+        person (``approver=tether.LATER``) does not wait here: it is stored
+        in the audit store, as a call of its own, and this returns it, as
+        :func:`tether.pending` lists it. :func:`tether.answer` answers it
+        from any process, once — its one audit row in this turn, the
+        approval wait limit (``approval_timeout``) counted from when it
+        began waiting — and returns its result. What the frameworks'
+        adapters end an agent run on.
+
+        Raises :class:`TurnClosed` once the turn is closed."""
+        self._check_open(f"the call `{call_id}` of `{name}`")
+        text = await self._native.execute_or_park(call_id, name, json.dumps({} if args is None else args))
+        outcome = json.loads(text)
+        if "parked" in outcome:
+            return PendingCall._from_json(outcome["parked"])
+        return CallResult._from_json(outcome["result"])
 
     def run_script_tool(self) -> ScriptTool:
         """The model-facing ``run_script`` tool, its description ending with

@@ -15,9 +15,7 @@ use super::merge::AGENT_TOOL_PREFIX;
 use super::park::{AgentPark, NestedAt, WaitsOn};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use tether_turn::{
-    CallOrigin, CallRequest, Code, LedgerEntry, ListedTool, OnAwaitingPerson, OwedCall, PendingCall, Turn,
-};
+use tether_turn::{CallOrigin, CallRequest, Code, LedgerEntry, ListedTool, OwedCall, PendingCall, Turn};
 
 /// The default bound on model rounds in one turn.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 16;
@@ -386,8 +384,7 @@ impl AgentLoop {
         let raw = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
         let request = CallRequest::new(call.id.clone(), call.name.clone(), Value::Null);
         let result = match serde_json::from_str::<Value>(raw) {
-            Ok(args) if self.parks() => match self.execute_or_wait(turn, CallRequest { args, ..request }, origin).await
-            {
+            Ok(args) if self.parks() => match turn.execute_or_hand_off(CallRequest { args, ..request }, origin).await {
                 // Only the script tool and agent tools (their prefix is
                 // reserved) park.
                 Ok(result) if result.failure().is_some_and(|failure| failure.code == Code::RunParked) => {
@@ -395,7 +392,7 @@ impl AgentLoop {
                     return Called::Waits(on, None);
                 }
                 Ok(result) => result,
-                Err(pending) => return Called::Waits(WaitsOn::Person, Some(pending)),
+                Err(pending) => return Called::Waits(WaitsOn::Person, Some(Box::new(pending))),
             },
             Ok(args) => turn.execute(CallRequest { args, ..request }, origin).await,
             Err(error) => {
@@ -418,31 +415,5 @@ impl AgentLoop {
 
     fn parks(&self) -> bool {
         self.parking.is_some()
-    }
-
-    /// The call through the turn; when it comes to wait for a person who
-    /// answers from elsewhere, it is handed to the store instead
-    /// ([`Turn::hand_off`]: this process writes no row for it) and returned.
-    async fn execute_or_wait(
-        &self,
-        turn: &Turn,
-        request: CallRequest,
-        origin: CallOrigin,
-    ) -> Result<tether_turn::CallResult, Box<PendingCall>> {
-        let call_id = request.id.clone();
-        let waits = Arc::new(tokio::sync::Notify::new());
-        let told = waits.clone();
-        let request = request.on_awaiting_person(OnAwaitingPerson::new(move || told.notify_one()));
-        let execute = turn.execute(request, origin);
-        tokio::pin!(execute);
-        tokio::select! {
-            result = &mut execute => return Ok(result),
-            () = waits.notified() => {}
-        }
-        match turn.hand_off(std::slice::from_ref(&call_id)) {
-            Some(mut handed) if !handed.is_empty() => Err(Box::new(handed.remove(0))),
-            // The approver answers here after all: the call goes on.
-            _ => Ok(execute.await),
-        }
     }
 }

@@ -84,6 +84,17 @@ pub async fn answer(args: &BackendArgs, mut answer: Answer) -> anyhow::Result<Va
         );
     }
     let chosen = runs_waiting_on(&runs, &answer.turn, answer.call.as_deref())?;
+    if let Some(direct) = chosen.iter().find(|run| run.is_direct_call()) {
+        // Its tool is the application's (a Python function), not one the CLI's config has.
+        let call = direct.awaiting.first().map_or("", String::as_str);
+        anyhow::bail!(
+            "call `{call}` of turn `{}` is a direct call an application's turn stored (the Python package's \
+             `Turn.execute_or_park`): its tool is the application's, so answer it there, with \
+             `tether.answer(\"{}\", call_id=\"{call}\", approve=..., decided_by=..., tools=..., audit=\"{url}\")`",
+            direct.turn_id,
+            direct.turn_id
+        );
+    }
     let decision = match answer.verdict {
         Verdict::Approve => {
             Some(ApprovalDecision { approved: true, decided_by: answer.by.clone(), reason: answer.reason.clone() })

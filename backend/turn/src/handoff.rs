@@ -17,16 +17,18 @@
 
 use super::approval::{ApprovalDecision, ApprovalRecord, ApprovalVerdict};
 use super::audit::unix_ms;
-use super::call::{CallRequest, CallResult, Failure};
+use super::call::{CallRequest, CallResult, Failure, OnAwaitingPerson};
 use super::error::TurnError;
 use super::guard::{CallGuard, StepsOutcome};
 use super::origin::CallOrigin;
-use super::parked::{OwedCall, ParkedRun, PendingCall, TurnSnapshot};
+use super::parked::{OwedCall, ParkedRun, PendingCall, TurnSnapshot, direct_call_run_id};
 use super::registry::Lookup;
 use super::state::{Turn, ended_reason};
 use super::step::Step;
 use super::tool::{ToolError, ToolOutput};
+use serde_json::Value;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tether_codes::Reason;
 use tracing::Instrument;
@@ -39,6 +41,67 @@ impl Turn {
     /// answers them does ([`answer_pending`](Self::answer_pending)).
     pub fn hand_off(&self, awaiting: &[String]) -> Option<Vec<PendingCall>> {
         self.inner.deferred.hand_off(awaiting)
+    }
+
+    /// Runs `request` through the one execution path — or, when it comes to
+    /// wait for a person who answers from outside this process (a deferring
+    /// approver), takes it out of this process at its approval step and
+    /// returns it, to be stored ([`park_direct`](Self::park_direct), or in a
+    /// model loop's record): its row is then written by whoever answers it.
+    /// A call its approver answers here after all goes on to its result.
+    pub async fn execute_or_hand_off(
+        &self,
+        request: CallRequest,
+        origin: CallOrigin,
+    ) -> Result<CallResult, PendingCall> {
+        let call_id = request.id.clone();
+        let waits = Arc::new(tokio::sync::Notify::new());
+        let told = waits.clone();
+        let request = request.on_awaiting_person(OnAwaitingPerson::new(move || told.notify_one()));
+        let execute = self.execute(request, origin);
+        tokio::pin!(execute);
+        tokio::select! {
+            result = &mut execute => return Ok(result),
+            () = waits.notified() => {}
+        }
+        match self.hand_off(std::slice::from_ref(&call_id)) {
+            Some(mut handed) if !handed.is_empty() => Err(handed.remove(0)),
+            // The approver answers here after all: the call goes on.
+            _ => Ok(execute.await),
+        }
+    }
+
+    /// Stores `pending` — a direct call of the model's that waits for a
+    /// person, taken out of this process by
+    /// [`execute_or_hand_off`](Self::execute_or_hand_off) — in the turn's
+    /// audit store as a record of its own ([`direct_call_run_id`]), with
+    /// the turn's counts and `owner` (the application's context). Any
+    /// process that shares the store then lists it and answers it, once,
+    /// within the approval wait limit counted from when it began waiting;
+    /// its row is written in this turn by the one that answers it.
+    ///
+    /// # Errors
+    /// If the store could not keep it: then the call was not made, and no
+    /// row is written for it.
+    pub async fn park_direct(&self, pending: PendingCall, owner: Value) -> Result<ParkedRun, TurnError> {
+        let call_id = pending.request.call_id.clone();
+        let record = ParkedRun {
+            turn_id: self.id().to_owned(),
+            run_id: direct_call_run_id(self.id(), &call_id),
+            call: None,
+            request: Vec::new(),
+            state: Vec::new(),
+            model_loop: None,
+            awaiting: vec![call_id],
+            pending: vec![pending],
+            answered: Default::default(),
+            refused: 0,
+            turn: self.snapshot(),
+            owner,
+            parked_at_ms: unix_ms(SystemTime::now()),
+        };
+        self.park(&record).await?;
+        Ok(record)
     }
 
     /// What the turn's checks have now, for a parked run: the turn resumed
@@ -297,6 +360,41 @@ mod tests {
         // A turn that was not resumed refuses a repeated id, as always.
         let live = with_note(store.clone()).build().unwrap();
         assert_eq!(code(&live.execute(note(), script()).await.outcome), Some(Code::ReplayedCall));
+    }
+
+    #[tokio::test]
+    async fn a_direct_call_that_comes_to_wait_is_stored_as_its_own_record_and_one_that_needs_no_person_runs() {
+        let store = Arc::new(MemoryAuditStore::new());
+        let ran = Arc::new(AtomicU32::new(0));
+        let turn = builder(store.clone(), ran.clone())
+            .tool(
+                ToolSpec::new("look", "Looks.", json!({"type": "object"})),
+                executor_fn(|_, _| async { Ok(ToolOutput::new(json!("seen"))) }),
+            )
+            .build()
+            .unwrap();
+        let look = turn.execute_or_hand_off(CallRequest::new("m1", "look", json!({})), CallOrigin::Model).await;
+        assert_eq!(look.map(|result| result.outcome), Ok(CallOutcome::Ok(json!("seen"))));
+        let pending = turn
+            .execute_or_hand_off(CallRequest::new("m2", "pay", json!({"amount": 3})), CallOrigin::Model)
+            .await
+            .expect_err("it waits for a person");
+        assert_eq!((pending.request.call_id.as_str(), ran.load(Ordering::SeqCst)), ("m2", 0));
+        let rows = store.audit_log("t1").await.unwrap();
+        assert_eq!(rows.len(), 1, "the waiting call has no row here: {rows:?}");
+
+        let record = turn.park_direct(pending.clone(), json!({"app": 1})).await.unwrap();
+        let stored = store.parked_runs(Some("t1")).await.unwrap();
+        assert_eq!(stored, vec![record.clone()]);
+        assert!(record.is_direct_call() && !record.is_model_loop());
+        assert_eq!((record.run_id.as_str(), record.awaiting.clone()), ("t1/direct/m2", vec!["m2".to_owned()]));
+        assert_eq!(record.turn.calls_used, 1, "the call's slot was given back when it was handed off");
+
+        let resumed = builder(store.clone(), ran.clone()).resumed(record.turn.clone()).build().unwrap();
+        let answered = resumed.answer_pending(&record.pending[0], Some(ApprovalDecision::approve("dana"))).await;
+        assert_eq!(answered.outcome, CallOutcome::Ok(json!({"paid": 3})));
+        let rows = store.audit_log("t1").await.unwrap();
+        assert_eq!(rows.iter().map(|row| row.call.call_id.as_str()).collect::<Vec<_>>(), ["m1", "m2"]);
     }
 
     #[tokio::test]

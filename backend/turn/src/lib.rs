@@ -75,7 +75,8 @@ pub use limits::{DEFAULT_MAX_RESULT_BYTES, ModelOffer, TurnLimits};
 pub use memory::MemoryAuditStore;
 pub use origin::CallOrigin;
 pub use parked::{
-    CallNotWaiting, OwedCall, ParkedAnswer, ParkedRun, PendingCall, TurnSnapshot, model_loop_run_id, runs_waiting_on,
+    CallNotWaiting, OwedCall, ParkedAnswer, ParkedRun, PendingCall, TurnSnapshot, direct_call_run_id,
+    model_loop_run_id, runs_waiting_on,
 };
 pub use policy::{
     AdminPolicy, ArgMatch, ArgPattern, CallPattern, PolicyAction, PolicyRule, UserPermissions, glob_match,

@@ -66,10 +66,22 @@ pub fn model_loop_run_id(turn_id: &str) -> String {
     format!("{turn_id}/model")
 }
 
+/// The run id of the record of turn `turn_id`'s direct call `call_id` that
+/// waits for a person ([`Turn::park_direct`](super::Turn::park_direct)).
+pub fn direct_call_run_id(turn_id: &str, call_id: &str) -> String {
+    format!("{turn_id}/direct/{call_id}")
+}
+
 impl ParkedRun {
     /// True for an agent turn's model loop, false for a script run.
     pub fn is_model_loop(&self) -> bool {
         self.model_loop.is_some()
+    }
+
+    /// True for a direct call's record: no script run, no model loop — the
+    /// one call it waits on is all there is to answer.
+    pub fn is_direct_call(&self) -> bool {
+        self.model_loop.is_none() && self.call.is_none()
     }
 
     /// The pending call `call_id`, if the run waits on it for a person.

@@ -57,12 +57,12 @@ def with_framework_approval(
 #
 # A call the model made that waits for a person ends the agent run with the
 # framework's own human-in-the-loop object; the person's answer comes back
-# through it, in any process, and is carried out HERE: a parked script run
-# is answered with `tether.answer` (the run's calls audited with who
-# decided, the script resumed from its line); a direct call, which never
-# reached the turn (the adapter stopped it before it did), runs through a
-# turn of its own, `<turn id>/<call id>`, whose approver gives the person's
-# answer — opened once, so the call never runs twice.
+# through it, in any process, and is carried out HERE, with `tether.answer`:
+# a parked script run's calls are answered (audited with who decided) and
+# the script resumed from its line; a direct call, stored by the turn when
+# it came to wait (`Turn.execute_or_park`), runs or is denied, its one row
+# in the turn it was made in. The store's claim makes each happen once, and
+# the approval wait limit counts from when the call began waiting.
 
 #: The key of the adapters' entry in a framework's deferral metadata.
 METADATA_KEY = "tether"
@@ -82,8 +82,8 @@ class Waiting:
 
     For a script (``run_id`` set), the calls its parked run waits on, each
     with its tool and exact arguments, in ``calls``; for a direct call
-    (``run_id`` is ``None``, ``calls`` empty), the call itself: ``tool`` and
-    ``args``."""
+    (``run_id`` is ``None``), the call itself: ``tool`` and ``args``, and in
+    ``calls`` the call as the store keeps it (since when it waits)."""
 
     #: The model's call id (the framework's tool call id).
     call_id: str
@@ -95,7 +95,8 @@ class Waiting:
     turn_id: str
     #: The parked script run, for ``run_script``; ``None`` for a direct call.
     run_id: Optional[str] = None
-    #: The calls the parked run waits on (call id, tool, exact arguments, since when).
+    #: The calls the parked run waits on (call id, tool, exact arguments, since
+    #: when); for a direct call, the call itself.
     calls: List[tether.PendingCall] = field(default_factory=list)
 
     def to_json(self) -> Dict[str, Any]:
@@ -148,17 +149,37 @@ class Answering:
         self.options = dict(options)
         self.script = script
         self.audit: str = self.options.get("audit", "memory:")
-        self._needs_approval = {t.name for t in self.tools if t.requires_approval is True}
+        self._may_wait = {t.name for t in self.tools if t.requires_approval is True}
 
     @staticmethod
     def later(options: Mapping[str, Any]) -> bool:
         """The turn was opened with ``approver=tether.LATER``."""
         return isinstance(options.get("approver"), tether.Later)
 
-    def defers(self, tool: str) -> bool:
-        """A direct call of ``tool`` waits for a person: the adapter ends the
-        run on it before it reaches the turn (where it would wait in vain)."""
-        return tool in self._needs_approval
+    def may_wait(self, tool: str) -> bool:
+        """A direct call of ``tool`` may come to wait for a person (its
+        ``requires_approval`` is ``True``; a predicate is refused with
+        ``tether.LATER`` when the turn opens): it goes through
+        :meth:`tether.Turn.execute_or_park`, and the run ends on it when it
+        parks."""
+        return tool in self._may_wait
+
+    async def direct_waiting(self, turn_id: str, call_id: str, tool: str, args: Any) -> Waiting:
+        """The model's direct call ``call_id`` of turn ``turn_id``, as the store
+        keeps it while it waits."""
+        run_id = f"{turn_id}/direct/{call_id}"
+        for run in await tether.pending(self.audit, turn_id):
+            if run.run_id == run_id:
+                return Waiting(call_id, tool, args, turn_id, None, list(run.calls))
+        raise self._direct_answered(turn_id, call_id, tool)
+
+    def _direct_answered(self, turn_id: str, call_id: str, tool: str) -> tether.NotWaiting:
+        return tether.NotWaiting(
+            f"the model's call `{call_id}` of `{tool}` (turn `{turn_id}`) waits no more in `{self.audit}`: it was"
+            " answered already, and nothing runs twice (its row is in the turn's audit log:"
+            f" `await tether.read_audit_log(\"{self.audit}\", \"{turn_id}\")`), or the turn id is not the one it"
+            f" waited in (`await tether.pending(\"{self.audit}\")` lists what waits)"
+        )
 
     async def parked_run(self, call_id: str, turn_id: Optional[str] = None) -> Optional[tether.ParkedRun]:
         """The parked run of the model's ``run_script`` call ``call_id`` (its
@@ -219,35 +240,22 @@ class Answering:
         return last.result, []
 
     async def answer_direct(self, waiting: Waiting, answer: Answer) -> tether.CallResult:
-        """Runs the model's direct call of ``waiting`` with ``answer`` as its
-        approval, through the one execution path of a turn of its own,
-        ``<turn id>/<call id>`` in the same store: one audit row, with who
-        decided. That turn is opened once, so a second answer runs nothing
-        (:class:`tether.NotWaiting`)."""
-        turn_id = f"{waiting.turn_id}/{waiting.call_id}"
-        answered = tether.NotWaiting(
-            f"the model's call `{waiting.call_id}` of `{waiting.tool}` (turn `{waiting.turn_id}`) was answered"
-            f" already, or is being answered, in turn `{turn_id}`: nothing runs twice. Its row is in that turn's"
-            " audit log once it ran; if the process answering it died first, there is none: check whether its"
-            " effect happened before doing it another way"
-        )
-        if await tether.read_audit_log(self.audit, turn_id):
-            raise answered
-
-        def decide(request: tether.ApprovalRequest) -> tether.Decision:
-            if request.call_id != waiting.call_id:
-                return tether.Decision(False, decided_by="tether-adapter", reason="not the call the person answered")
-            return tether.Decision(answer.approve, decided_by=answer.decided_by, reason=answer.reason)
-
-        options = {k: v for k, v in self.options.items() if k not in ("approver", "turn_id", "sidecar", "deadline")}
+        """Answers the model's direct call of ``waiting``, which the turn
+        stored when it came to wait (:meth:`tether.Turn.execute_or_park`):
+        it runs, or is denied, through the one execution path — a yes after
+        ``approval_timeout`` (counted from when it began waiting, across
+        processes) is a time-out — with one audit row, in the turn it was
+        made in, with who decided. The store's claim makes it happen once:
+        a second answer runs nothing (:class:`tether.NotWaiting`;
+        :class:`tether.RunClaimed` while the first still runs it)."""
+        sidecar = self.options.get("sidecar", tether.EMBEDDED)
         try:
-            opened = await tether.Turn.open(self.tools, **options, approver=decide, sidecar=None, turn_id=turn_id)
-        except tether.ConfigError as error:
-            # The store holds the id: another process opened it first (at
-            # the same time as this one, past the check above).
-            if f"`{turn_id}` is taken" in str(error):
-                raise answered from error
-            raise
-        async with opened as turn:
-            args = waiting.args if isinstance(waiting.args, dict) else {}
-            return await turn.execute(waiting.call_id, waiting.tool, args)
+            answered = await tether.answer(
+                waiting.turn_id, call_id=waiting.call_id, approve=answer.approve, decided_by=answer.decided_by,
+                reason=answer.reason, tools=self.tools, audit=self.audit, sidecar=sidecar, **self._answer_options(),
+            )
+        except tether.NotWaiting as error:
+            raise self._direct_answered(waiting.turn_id, waiting.call_id, waiting.tool) from error
+        if answered.result is None:
+            raise tether.NotWaiting(f"the call `{waiting.call_id}` has no result after its answer: {answered}")
+        return answered.result

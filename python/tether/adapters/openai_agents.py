@@ -45,12 +45,15 @@ interrupts a run only before a tool runs, from the tool's
 itself: it runs the script through the turn, and says "needs approval"
 exactly when the run parked (the parked run is in the store, nothing of it
 in this process); otherwise the result is kept for ``on_invoke_tool``,
-which only hands it over. A direct call of a tool that needs approval is
-marked ``needs_approval=True``: the SDK interrupts before it reaches the
-turn. :meth:`TurnTools.answer` then carries out the person's answer at
-once — a parked run's calls answered (audited with ``decided_by``) and the
-script resumed to its end, a direct call run or denied through a turn of
-its own, ``<turn id>/<call id>`` — and approves the interruption (a denied
+which only hands it over. A tool whose call may need approval gets the
+same gate: the call goes through the turn's checks, and when it comes to
+wait for a person the turn stores it (:meth:`tether.Turn.execute_or_park`)
+and the SDK interrupts. :meth:`TurnTools.answer` then carries out the
+person's answer at once — a parked run's calls answered (audited with
+``decided_by``) and the script resumed to its end, a direct call run or
+denied, its row in the turn it was made in, a yes after
+``approval_timeout`` (counted from when it began waiting) a time-out —
+and approves the interruption (a denied
 direct call is rejected, with the turn's denial as the text the model
 reads), so ``Runner.run(agent, state)``, in the same process, gives the
 model the real result. A script that waits again stays an interruption.
@@ -243,16 +246,19 @@ class _Later:
 
     def ours(self, item: ToolApprovalItem) -> bool:
         name = item.name or ""
-        return name == self.answering.script or self.answering.defers(name)
+        return name == self.answering.script or self.answering.may_wait(name)
 
     async def waiting(self, item: ToolApprovalItem, turn_id: str) -> Waiting:
         name, call_id, args = item.name or "", _call_id(item), _arguments(item)
         if name == self.answering.script:
             return await self.answering.script_waiting(turn_id, call_id, args)
-        return Waiting(call_id, name, args, turn_id)
+        return await self.answering.direct_waiting(turn_id, call_id, name, args)
 
     def gate(self, name: str) -> Callable[[RunContextWrapper[Any], Dict[str, Any], str], Any]:
-        """``run_script``'s ``needs_approval``: runs the script; True exactly when its run parked."""
+        """The ``needs_approval`` of ``run_script`` and of a tool whose call
+        may wait for a person: makes the call through the turn; True
+        exactly when it parked (a script's run, or the call itself, stored
+        for :meth:`TurnTools.answer`)."""
 
         async def needs_approval(context: RunContextWrapper[Any], params: Dict[str, Any], call_id: str) -> bool:
             caller = ToolContext.from_agent_context(
@@ -260,11 +266,17 @@ class _Later:
             )
             token = _CALLER.set(caller)
             try:
-                result = await self.turn.execute(call_id, name, params)
+                if name == self.answering.script:
+                    result = await self.turn.execute(call_id, name, params)
+                    if is_parked(result):
+                        return True
+                else:
+                    outcome = await self.turn.execute_or_park(call_id, name, params)
+                    if isinstance(outcome, tether.PendingCall):
+                        return True
+                    result = outcome
             finally:
                 _CALLER.reset(token)
-            if is_parked(result):
-                return True
             self.results[call_id] = result
             return False
 
@@ -332,10 +344,10 @@ def _routed(
             name=name, description=description, params_json_schema=dict(schema), on_invoke_tool=later.hand_over(name),
             strict_json_schema=strict, needs_approval=later.gate(name),
         )
-    if later is not None and later.answering.defers(name):
+    if later is not None and later.answering.may_wait(name):
         return FunctionTool(
             name=name, description=description, params_json_schema=dict(schema), on_invoke_tool=later.hand_over(name),
-            strict_json_schema=strict, needs_approval=True,
+            strict_json_schema=strict, needs_approval=later.gate(name),
         )
     return FunctionTool(
         name=name, description=description, params_json_schema=dict(schema), on_invoke_tool=_on_invoke(turn, name),
@@ -346,9 +358,9 @@ def _routed(
 def _routed_framework(turn: tether.Turn, tool: FunctionTool, later: Optional[_Later] = None) -> FunctionTool:
     """The agent's own tool, routed through the turn: its SDK settings kept
     (guardrails, ``is_enabled``, timeout), its approval now the turn's (with
-    ``tether.LATER``, one that needs approval interrupts the run)."""
-    if later is not None and later.answering.defers(tool.name):
-        return dataclasses.replace(tool, on_invoke_tool=later.hand_over(tool.name), needs_approval=True)
+    ``tether.LATER``, a call that comes to wait for a person interrupts the run)."""
+    if later is not None and later.answering.may_wait(tool.name):
+        return dataclasses.replace(tool, on_invoke_tool=later.hand_over(tool.name), needs_approval=later.gate(tool.name))
     return dataclasses.replace(tool, on_invoke_tool=_on_invoke(turn, tool.name), needs_approval=False)
 
 

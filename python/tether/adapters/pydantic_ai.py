@@ -166,7 +166,7 @@ async def _call_later(
         if is_parked(result):
             raise _deferral(await later.script_waiting(turn.id, call_id, args))
         return result.model_value
-    if later.defers(name):
+    if later.may_wait(name):
         if ctx.tool_call_approved:
             # Approved without Tether's answer: the turn it was stopped in
             # is not known here, and an answer keyed to another would let
@@ -176,7 +176,10 @@ async def _call_later(
                 " without it: resume with `tether.adapters.pydantic_ai.answer(requests, approve=..., decided_by=...)`"
                 " for the requests the run ended with (it runs the call, audited with who decided)"
             )
-        raise _deferral(Waiting(call_id, name, args, turn.id))
+        outcome = await turn.execute_or_park(call_id, name, args)
+        if isinstance(outcome, tether.PendingCall):
+            raise _deferral(Waiting(call_id, name, args, turn.id, None, [outcome]))
+        return outcome.model_value
     return (await turn.execute(call_id, name, args)).model_value
 
 
