@@ -79,9 +79,19 @@ pub(crate) fn event(event: &ToolEvent) -> Value {
             "kind": "started", "turn_id": turn_id, "call_id": call_id, "parent_call_id": parent_call_id,
             "tool": tool, "origin": origin.kind(), "depth": origin.depth(), "args": args,
         }),
-        ToolEvent::ToolCompleted { turn_id, call_id, parent_call_id, tool, error_code, duration, metadata } => json!({
+        ToolEvent::ToolCompleted {
+            turn_id,
+            call_id,
+            parent_call_id,
+            tool,
+            error_code,
+            error_message,
+            duration,
+            metadata,
+        } => json!({
             "kind": "completed", "turn_id": turn_id, "call_id": call_id, "parent_call_id": parent_call_id,
-            "tool": tool, "code": error_code, "duration_s": duration.as_secs_f64(), "metadata": metadata,
+            "tool": tool, "code": error_code, "message": error_message, "duration_s": duration.as_secs_f64(),
+            "metadata": metadata,
         }),
         ToolEvent::ToolProgress { turn_id, call_id, parent_call_id, tool, progress } => json!({
             "kind": "progress", "turn_id": turn_id, "call_id": call_id, "parent_call_id": parent_call_id, "tool": tool,

@@ -265,6 +265,8 @@ async def test_a_closed_turn_runs_nothing_and_writes_no_row() -> None:
         await turn.execute("c2", "wire", {"amount": 2})
     with pytest.raises(tether.TurnClosed):
         await turn.run_script_tool()("wire(amount=3)")
+    with pytest.raises(tether.TurnClosed):
+        await turn.execute_or_park("c4", "wire", {"amount": 4})
     assert bank.wired == [1]
     assert [r.call_id for r in await turn.audit_log()] == ["c1"]
 

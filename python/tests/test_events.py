@@ -44,11 +44,13 @@ async def test_events_arrive_by_callback_and_async_iterator_in_order() -> None:
     ]
     assert calls[1].args == {"n": 1} and calls[1].origin == "script" and calls[1].depth == 1
     assert (calls[4].code, calls[4].display_name) == ("negative", None)  # the tool's own code
+    assert calls[4].message == "n must be >= 0" and calls[2].message is None  # and its message
     # Every event says who made the call, not only `started`.
     assert [(e.origin, e.depth) for e in calls] == [("model", 0)] + [("script", 1)] * 6 + [("model", 0)]
     assert (calls[6].code, calls[6].display_name, calls[6].step) == (
         "tool_not_found", tether.codes.display_name("tool_not_found"), "lookup",
     )
+    assert calls[6].message is not None and "no tool `nope`" in calls[6].message
 
 
 async def test_an_async_callback_runs_on_the_loop() -> None:

@@ -123,8 +123,9 @@ class ToolEvent:
     display_name: Optional[str] = None
     #: ``failed``: the step of the one execution path that ended the call.
     step: Optional[str] = None
-    #: ``failed``: the reason, as the caller reads it; ``progress``: what the
-    #: tool says it is doing, if it says.
+    #: ``failed``: the reason, as the caller reads it; ``completed`` with the
+    #: tool's own error code: its message; ``progress``: what the tool says
+    #: it is doing, if it says. ``None`` when there is nothing to say.
     message: Optional[str] = None
     #: ``progress``: the work done so far (it grows).
     progress: Optional[float] = None

@@ -44,6 +44,8 @@ pub enum ToolEvent {
         tool: String,
         /// The tool's own error code, when it reported a failure.
         error_code: Option<String>,
+        /// The tool's own error message, with `error_code`: what the caller reads.
+        error_message: Option<String>,
         /// How long the call took.
         duration: Duration,
         /// The tool's host-only metadata (e.g. `nested_calls`).

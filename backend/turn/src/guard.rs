@@ -160,6 +160,10 @@ impl CallGuard {
                     parent_call_id,
                     tool: self.identity.tool.clone(),
                     error_code: result.error_code().map(str::to_owned),
+                    error_message: match &result.outcome {
+                        CallOutcome::ToolError { message, .. } => Some(message.clone()),
+                        _ => None,
+                    },
                     duration,
                     metadata: result.metadata.clone(),
                 },
