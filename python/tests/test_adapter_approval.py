@@ -271,6 +271,35 @@ async def test_a_closed_turn_runs_nothing_and_writes_no_row() -> None:
     assert [r.call_id for r in await turn.audit_log()] == ["c1"]
 
 
+async def test_a_failure_function_given_to_the_tool_explicitly_is_kept() -> None:
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+    from tether.adapters.openai_agents import open_turn
+
+    def politely(context: Any, error: Exception) -> str:
+        return f"sorry: {error}"
+
+    @function_tool(failure_error_function=politely)  # the application's own choice: an `ok` text
+    def lookup(customer_id: str) -> Dict[str, Any]:
+        """Look a customer up."""
+        raise RuntimeError(f"no customer {customer_id}")
+
+    set_tracing_disabled(True)
+    fake = FakeOpenAI([
+        tool_call("call_direct", "lookup", {"customer_id": "c9"}),
+        final_text(lambda messages: json.dumps(last_tool_result(messages))),
+    ])
+    with fake:
+        async with open_turn([lookup], tool_meta={"lookup": {"read_only": True}}) as turn_tools:
+            agent = Agent(name="crm", tools=turn_tools.tools, model=OpenAIChatCompletionsModel(
+                model="fake", openai_client=AsyncOpenAI(base_url=fake.base_url, api_key="k")))
+            await Runner.run(agent, "look up c9")
+            rows = await turn_tools.turn.audit_log()
+    direct = last_tool_result(fake.requests[1]["messages"])
+    assert direct == {"ok": True, "value": "sorry: no customer c9", "error": None}, direct
+    assert [(r.tool, r.status) for r in rows] == [("lookup", "ok")]
+
+
 async def test_a_tool_error_reaches_the_turn_through_the_sdks_default_failure_function() -> None:
     from agents import function_tool
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,8 +38,11 @@ asyncio.run(main())
 UUID7 = re.compile(r"^turn-[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
 
-def open_in_a_new_process(db: Path, *turn_id: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", OPENER, str(db), *turn_id], capture_output=True, text=True)
+def open_in_a_new_process(db: Path, *turn_id: str, as_pid_1: bool = False) -> dict:
+    """OPENER in a fresh process; `as_pid_1`: in a PID namespace of its own,
+    where it is PID 1, as a container's backend is on every start."""
+    wrap = ["unshare", "--pid", "--fork", "--mount-proc"] if as_pid_1 else []
+    out = subprocess.run([*wrap, sys.executable, "-c", OPENER, str(db), *turn_id], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
@@ -50,6 +54,19 @@ def test_turns_opened_in_two_processes_get_different_default_ids_and_their_own_r
     assert UUID7.match(first["id"]) and UUID7.match(second["id"]), (first, second)
     # Each turn sees its own row only, though both share one file.
     assert (first["rows"], second["rows"]) == (1, 1)
+
+
+def test_two_backends_started_as_pid_1_on_one_database_get_different_ids_and_their_own_rows(tmp_path: Path) -> None:
+    # The trial's case: in a container the backend is PID 1 on every start,
+    # so an id made of the pid and a counter repeats across restarts.
+    if shutil.which("unshare") is None:
+        pytest.fail("`unshare` (util-linux) is needed: the CI installs it")
+    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", "echo $$"], capture_output=True, text=True)
+    assert probe.returncode == 0 and probe.stdout.strip() == "1", f"no PID namespace here: {probe.stderr}"
+    db = tmp_path / "audit.db"
+    first, second = open_in_a_new_process(db, as_pid_1=True), open_in_a_new_process(db, as_pid_1=True)
+    assert first["id"] != second["id"] and UUID7.match(first["id"]) and UUID7.match(second["id"]), (first, second)
+    assert (first["rows"], second["rows"]) == (1, 1), "the second start sees none of the first's rows"
 
 
 async def test_an_id_the_sqlite_file_already_holds_is_refused_at_open_and_nothing_is_mixed(tmp_path: Path) -> None:
@@ -81,6 +98,23 @@ async def test_the_approvers_reason_is_in_the_audit_log_for_a_yes_and_a_no() -> 
         ("approved", "dana asked for it"),
         ("denied", "no mail to strangers"),
     ]
+
+
+async def test_long_arguments_of_other_calls_are_a_marked_cut_with_their_size_and_hash() -> None:
+    import hashlib
+
+    def note(text: str) -> str:
+        """Notes `text` down."""
+        return "noted"
+
+    text = "ü" * 3000  # 6,000 bytes of UTF-8, over the 4 KiB cap
+    async with tether.Turn.open([note], sidecar=None) as turn:
+        assert (await turn.execute("c1", "note", {"text": text})).ok
+        (row,) = await turn.audit_log()
+    whole = json.dumps({"text": text}, ensure_ascii=False, separators=(",", ":")).encode()
+    assert row.args_truncated is True and row.args["$truncated"] is True, row.args
+    assert row.args["bytes"] == len(whole) and row.args["sha256"] == hashlib.sha256(whole).hexdigest(), row.args
+    assert isinstance(row.args["head"], str) and whole.decode().startswith(row.args["head"])
 
 
 async def test_a_7_kb_script_is_kept_whole_and_valid_json_in_the_audit_log() -> None:
