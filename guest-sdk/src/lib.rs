@@ -45,6 +45,30 @@ macro_rules! reads_tool_names_only {
     };
 }
 
+/// The custom section by which a guest says it reads each tool's `name`,
+/// and the `input_schema` only of the tools whose name its script's source
+/// contains: the Python runtime, which checks the calls a script makes of a
+/// tool against that tool's schema before the script runs. The host then
+/// leaves out every `description`, and the schema of every tool the source
+/// does not name (a resuming start, which runs no check, gets no schema).
+/// It takes precedence over [`TOOL_NAMES_ONLY_SECTION`]. Declare it with
+/// [`reads_tool_schemas_if_named!`]; the section's content does not matter.
+pub const TOOL_SCHEMAS_IF_NAMED_SECTION: &str = "tether_v1.tool_schemas_if_named";
+
+/// Declares [`TOOL_SCHEMAS_IF_NAMED_SECTION`] in the guest module: put it
+/// once in the guest's binary crate. The start document's tools then carry
+/// their names, `description` empty, and `input_schema` null unless the
+/// script's source contains the tool's name.
+#[macro_export]
+macro_rules! reads_tool_schemas_if_named {
+    () => {
+        #[cfg(target_arch = "wasm32")]
+        #[used]
+        #[unsafe(link_section = "tether_v1.tool_schemas_if_named")]
+        static TETHER_V1_TOOL_SCHEMAS_IF_NAMED: [u8; 1] = [1];
+    };
+}
+
 /// The custom section by which a guest says it can park: when the host asks
 /// (`call` answers `{"park": …}`) it hands over its suspended state with
 /// `tether_v1.park`, and resumes from it when a later start carries

@@ -75,12 +75,22 @@ pub(crate) enum ToolFields {
     /// The name alone: the guest carries the
     /// [`TOOL_NAMES_ONLY_SECTION`](tether_guest::TOOL_NAMES_ONLY_SECTION).
     NamesOnly,
+    /// The name, and the input schema of a tool the script's source names
+    /// (a fresh start only): the guest carries the
+    /// [`TOOL_SCHEMAS_IF_NAMED_SECTION`](tether_guest::TOOL_SCHEMAS_IF_NAMED_SECTION).
+    SchemasIfNamed,
 }
 
 impl ToolFields {
     /// What the guest `wasm` declares it reads.
     fn declared_by(wasm: &[u8]) -> ToolFields {
-        if declares(wasm, tether_guest::TOOL_NAMES_ONLY_SECTION) { ToolFields::NamesOnly } else { ToolFields::All }
+        if declares(wasm, tether_guest::TOOL_SCHEMAS_IF_NAMED_SECTION) {
+            ToolFields::SchemasIfNamed
+        } else if declares(wasm, tether_guest::TOOL_NAMES_ONLY_SECTION) {
+            ToolFields::NamesOnly
+        } else {
+            ToolFields::All
+        }
     }
 }
 
@@ -247,8 +257,8 @@ mod tests {
     use super::{ToolFields, declares};
 
     #[test]
-    fn the_python_runtime_declares_it_reads_tool_names_only_and_the_example_guest_does_not() {
-        assert_eq!(ToolFields::declared_by(tether_guests::PYTHON), ToolFields::NamesOnly);
+    fn the_python_runtime_declares_it_reads_the_schemas_of_named_tools_and_the_example_guest_everything() {
+        assert_eq!(ToolFields::declared_by(tether_guests::PYTHON), ToolFields::SchemasIfNamed);
         assert_eq!(ToolFields::declared_by(tether_guests::EXAMPLE_RUST), ToolFields::All);
         assert_eq!(ToolFields::declared_by(b"not wasm"), ToolFields::All, "an unreadable module reads everything");
     }

@@ -108,6 +108,7 @@ impl RunPlan {
         let tool_bytes = |t: &pb::ToolSpec| match tool_fields {
             ToolFields::All => 64 + t.name.len() + t.description.len() + t.input_schema_json.len(),
             ToolFields::NamesOnly => 64 + t.name.len(),
+            ToolFields::SchemasIfNamed => 64 + t.name.len() + t.input_schema_json.len(),
         };
         let doc_bytes =
             256 + start.source.len() + start.input_json.len() + start.tools.iter().map(tool_bytes).sum::<usize>();
@@ -123,7 +124,15 @@ impl RunPlan {
         }
         let mut tools = Vec::with_capacity(start.tools.len());
         for tool in start.tools {
-            if tool_fields == ToolFields::NamesOnly {
+            // A guest that checks a script's calls before it runs reads the
+            // schemas of the tools the script could call by name; a substring
+            // test over-approximates "names", which only costs a schema.
+            let schema_read = match tool_fields {
+                ToolFields::All => true,
+                ToolFields::NamesOnly => false,
+                ToolFields::SchemasIfNamed => resume.is_none() && start.source.contains(&tool.name),
+            };
+            if !schema_read {
                 tools.push(ToolDoc {
                     name: tool.name,
                     description: String::new(),
@@ -131,6 +140,7 @@ impl RunPlan {
                 });
                 continue;
             }
+            let description = if tool_fields == ToolFields::All { tool.description } else { String::new() };
             // Checked and passed on as text: the guest reads it only if it wants it.
             let schema_json = if tool.input_schema_json.trim().is_empty() {
                 r#"{"type":"object"}"#.to_owned()
@@ -140,7 +150,7 @@ impl RunPlan {
             let input_schema = ToolSchema::from_json(schema_json).map_err(|e| {
                 RejectRun::Protocol(format!("the input schema of tool `{}` is not valid JSON: {e}", tool.name))
             })?;
-            tools.push(ToolDoc { name: tool.name, description: tool.description, input_schema });
+            tools.push(ToolDoc { name: tool.name, description, input_schema });
         }
         let parent_call_id = if start.parent_call_id.is_empty() { start.run_id.clone() } else { start.parent_call_id };
         let source_bytes = start.source.len() as u64;
@@ -437,5 +447,35 @@ mod tests {
         assert_eq!(guest_tool(&plan), serde_json::json!({"name": "t", "description": "", "input_schema": null}));
         // What it never reads is not checked either.
         assert!(planned(start_with_schema(r#"{"type": "#), &Limits::default(), ToolFields::NamesOnly).is_ok());
+    }
+
+    #[test]
+    fn a_guest_that_reads_the_schemas_of_named_tools_gets_those_alone() {
+        let schema = r#"{"type": "object", "required": ["x"]}"#;
+        let mut start = start_with_schema(schema);
+        start.tools[0].description = "Does t.".into();
+        start.tools.push(pb::ToolSpec {
+            name: "other".into(),
+            description: "Other.".into(),
+            input_schema_json: schema.into(),
+        });
+        start.source = "t(x=1)".into();
+        let plan = planned(start.clone(), &Limits::default(), ToolFields::SchemasIfNamed).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&plan.start_doc).unwrap();
+        assert_eq!(
+            doc["tools"],
+            serde_json::json!([
+                {"name": "t", "description": "", "input_schema": {"type": "object", "required": ["x"]}},
+                {"name": "other", "description": "", "input_schema": null},
+            ])
+        );
+        // A named tool's schema is read, so it is checked; an unnamed one's is not.
+        start.tools[0].input_schema_json = r#"{"type": "#.into();
+        assert!(matches!(
+            planned(start.clone(), &Limits::default(), ToolFields::SchemasIfNamed),
+            Err(RejectRun::Protocol(_))
+        ));
+        start.source = "1".into();
+        assert!(planned(start, &Limits::default(), ToolFields::SchemasIfNamed).is_ok());
     }
 }

@@ -79,8 +79,10 @@ async fn a_big_int_passes_the_turns_checks_and_reaches_the_audit_and_the_model_e
     use tether_backend::turn::PolicyApprover;
     let (_sidecar, client) = sidecar().await;
     let world = crate::turn::world(&client, PolicyApprover::approve_all(), |builder| builder);
-    let source = "a, b = 0, 1\nfor _ in range(100):\n    a, b = b, a + b\n\
-                  [ping(n=a)['ok'], ping(n=0.5)['error']['code'], a]";
+    // The float is a variable: a literal 0.5 for an integer would refuse
+    // the script before it ran (`script_refused`), not reach the turn.
+    let source = "a, b = 0, 1\nfor _ in range(100):\n    a, b = b, a + b\nhalf = 0.5\n\
+                  [ping(n=a)['ok'], ping(n=half)['error']['code'], a]";
     let result = world.script(source, serde_json::Value::Null).await;
     let fib_100 = "354224848179261915075";
     let model_reads = serde_json::to_string(&result.to_model_value()).unwrap();

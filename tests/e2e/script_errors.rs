@@ -36,8 +36,34 @@ async fn an_unwrapped_failure_value_raises_with_its_code() {
 }
 
 #[tokio::test]
-async fn a_forbidden_import_is_refused() {
-    assert_script_error("import socket\nsocket.socket()\n", "runtime_error", "Error").await;
+async fn a_forbidden_import_is_refused_before_the_script_runs() {
+    let error = assert_script_error("import socket\nsocket.socket()\n", "script_refused", "ModuleNotFoundError").await;
+    assert_eq!(error.line, 1, "{error:?}");
+    assert!(error.message.contains("line 1, column 8: module 'socket' is not available here"), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_script_that_cannot_run_makes_no_call_and_names_each_line_with_its_rewrite() {
+    let (_sidecar, client) = sidecar().await;
+    // Its first two lines would call a tool; the third has a keyword
+    // `get_contract`'s schema does not have, the fourth a construct monty
+    // does not compile.
+    let source = "a = get_contract(customer_id='c1')\nb = get_contract(customer_id='c2')\n\
+                  c = get_contract(customer='c3')\nclass Late(Exception):\n    pass\n";
+    let (outcome, recorder) = run_demo(&client, source).await;
+    assert!(recorder.calls.lock().unwrap().is_empty(), "no call reached the backend: {:?}", recorder.names());
+    assert_eq!(outcome.status, pb::RunStatus::ScriptError, "{outcome:?}");
+    let error = outcome.error.clone().expect("a refused script carries an error");
+    assert_eq!((error.kind.as_str(), error.line, error.exception_type.as_str()), ("script_refused", 3, "TypeError"));
+    assert!(
+        error.message.contains(
+            "- line 3, column 18: get_contract() has no parameter 'customer': did you mean 'customer_id'? pass only \
+             its parameters: customer_id"
+        ),
+        "{error:?}"
+    );
+    assert!(error.message.contains("- line 4, column 1: class inheritance"), "{error:?}");
+    assert_still_works(&client).await;
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@
 //! host (`cargo test -p tether-python`).
 
 pub mod api;
+pub mod check;
 pub mod convert;
 pub mod differences;
 pub mod errors;

@@ -9,8 +9,10 @@
 //!
 //! [`Outcome`]: tether_guest::Outcome
 
-// The runtime looks tools up by name only: their schemas need not travel.
-tether_guest::reads_tool_names_only!();
+// The runtime looks tools up by name; it reads the schema of a tool the
+// script names, to refuse a call that cannot fit it before the script runs
+// (`tether_python::check`). Descriptions and other schemas need not travel.
+tether_guest::reads_tool_schemas_if_named!();
 // It parks when asked (`tether_python::park`), so the host may end a run
 // waiting on tools and resume it later, on any sidecar.
 tether_guest::parks!();

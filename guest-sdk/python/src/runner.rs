@@ -24,8 +24,9 @@ use tether_guest::{CallRequest, CallResult, Failure, Outcome, ScriptError, Start
 
 use crate::{
     api::{self, Bindings, CALL, CALL_ASYNC, UNWRAP},
+    check,
     convert::{call_result_to_object, result_to_json},
-    errors::{SCRIPT_NAME, limit_error, runtime_error, syntax_error},
+    errors::{SCRIPT_NAME, limit_error, runtime_error, script_refused, syntax_error},
     output::Printer,
     park::{self, Parked, Suspended, Waiting},
     sandbox::{self, OsAnswer},
@@ -105,10 +106,30 @@ fn start<O: Write, E: Write>(
 ) -> Outcome {
     let bindings = Bindings::new(&doc.tools);
     let compiled = MontyRun::new(doc.source.clone(), SCRIPT_NAME, bindings.input_names(), CompileOptions::default());
+    // What cannot run is refused here, before the first line (`check`):
+    // in the guest, because monty is the judge of what it compiles and
+    // which modules it ships, and the script's source is parsed only inside
+    // the sandbox; the sidecar hands over the schemas of the tools the
+    // source names, so one place checks everything, for the price of a
+    // second parse by monty's own parser.
+    let mut findings = Vec::new();
     let program = match compiled {
+        Ok(program) => Some(program),
+        Err(exception) => match check::compile_finding(&exception) {
+            Some(finding) => {
+                findings.push(finding);
+                None
+            }
+            None => return Outcome::Err(syntax_error(&exception)),
+        },
+    };
+    findings.extend(check::script_findings(&doc.source, &doc.tools, &bindings));
+    let program = match program {
         // Sleeps come to us uncapped, so the budget sees what was asked for.
-        Ok(program) => program.with_os_policy(OsPolicy { sleep: SleepMode::CallHost, ..OsPolicy::default() }),
-        Err(exception) => return Outcome::Err(syntax_error(&exception)),
+        Some(program) if findings.is_empty() => {
+            program.with_os_policy(OsPolicy { sleep: SleepMode::CallHost, ..OsPolicy::default() })
+        }
+        _ => return Outcome::Err(script_refused(findings)),
     };
     // Time and memory are the host's to enforce (fuel/epochs, the store's
     // memory cap); only the depth needs a limit in here.

@@ -9,7 +9,17 @@ use std::time::Duration;
 use monty_types::{ExcType, MontyException, OsFunctionCall};
 
 /// Why the OS is closed, appended to every refusal.
-const EFFECTS_GO_THROUGH_TOOLS: &str = "every effect goes through a tool call";
+pub(crate) const EFFECTS_GO_THROUGH_TOOLS: &str = "every effect goes through a tool call";
+
+/// The modules a script can import, sorted: those monty ships (its
+/// `StandardLib`, so a module a patch adds counts at once). The one list
+/// that both the refusal of an import at run time and the check before the
+/// script runs (`crate::check`) read.
+pub fn importable_modules() -> Vec<&'static str> {
+    let mut modules = monty::builtin_module_names();
+    modules.sort_unstable();
+    modules
+}
 
 /// How the runner answers one OS call.
 #[derive(Debug)]
@@ -56,8 +66,7 @@ pub fn answer(call: &OsFunctionCall) -> OsAnswer {
 /// The `ModuleNotFoundError` for a module monty does not provide, listing
 /// the ones it does.
 fn module_not_found(module: &str) -> MontyException {
-    let mut available = monty::builtin_module_names();
-    available.sort_unstable();
+    let available = importable_modules();
     MontyException::new(
         ExcType::ModuleNotFoundError,
         Some(format!(

@@ -10,6 +10,12 @@ string_enum! {
     pub enum RunErrorKind {
         /// The script did not compile.
         SyntaxError => "syntax_error",
+        /// The script was refused before it ran: it uses what the runtime
+        /// lacks (a construct the interpreter does not have, a module it
+        /// does not ship) or calls a tool with a keyword or a literal its
+        /// input schema rules out. Nothing of it ran and no tool was called;
+        /// the message names each line and how to write it instead.
+        ScriptRefused => "script_refused",
         /// The script raised an exception it did not catch.
         RuntimeError => "runtime_error",
         /// The guest broke the `tether_v1` ABI or trapped on its own.
@@ -84,6 +90,6 @@ mod tests {
             assert!(docs.contains(&format!("`{kind}`")), "docs/results.md does not list run error `{kind}`");
         }
         assert_eq!("cpu_time_limit".parse(), Ok(RunErrorKind::CpuTimeLimit));
-        assert_eq!(RunErrorKind::ALL.len(), 17);
+        assert_eq!(RunErrorKind::ALL.len(), 18);
     }
 }

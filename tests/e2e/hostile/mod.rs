@@ -72,6 +72,15 @@ pub fn assert_raised(outcome: &RunOutcome, exception_type: &str, mentions: &[&st
     assert_eq!(outcome.error.as_ref().unwrap().exception_type, exception_type, "{outcome:#?}");
 }
 
+/// Asserts the script was refused before it ran (`script_refused`): what it
+/// would have raised first was `exception_type`, and the refusal mentions
+/// each of `mentions`.
+#[track_caller]
+pub fn assert_refused(outcome: &RunOutcome, exception_type: &str, mentions: &[&str]) {
+    assert_failed(outcome, pb::RunStatus::ScriptError, "script_refused", mentions);
+    assert_eq!(outcome.error.as_ref().unwrap().exception_type, exception_type, "{outcome:#?}");
+}
+
 /// The script of the bystander run: a call, a wait on `hold`, another call.
 const BYSTANDER: &str = "a = get_contract(customer_id='c1')\nhold()\nb = get_contract(customer_id='c2')\n[unwrap(a)['customer'], unwrap(b)['customer']]";
 

@@ -1,6 +1,8 @@
-//! Importing every module the Python runtime does not ship: each import is
-//! a `ModuleNotFoundError` that names the module and says why, and nothing
-//! else happens.
+//! Importing every module the Python runtime does not ship: an import the
+//! script guards (`try`/`except ImportError`) is a `ModuleNotFoundError` that
+//! names the module and says why; an unguarded one refuses the script before
+//! it runs (`script_refused`), naming the module and its line. Nothing else
+//! happens.
 
 use super::*;
 
@@ -388,11 +390,12 @@ async fn future_statements_are_compiler_features_not_imports() {
 }
 
 #[tokio::test]
-async fn an_uncaught_forbidden_import_ends_the_script_naming_the_module() {
+async fn an_unguarded_forbidden_import_refuses_the_script_naming_the_module_and_line() {
     let client = shared_client().await;
-    let (outcome, _) = run(&client, python("x = 1\nimport ctypes\nctypes.CDLL(None)\n")).await;
-    assert_raised(&outcome, "ModuleNotFoundError", &["No module named 'ctypes'"]);
+    let (outcome, recorder) = run(&client, python("x = 1\nimport ctypes\nctypes.CDLL(None)\n")).await;
+    assert_refused(&outcome, "ModuleNotFoundError", &["line 2, column 8: module 'ctypes' is not available here"]);
     assert_eq!(outcome.error.as_ref().unwrap().line, 2, "the error points at the import");
+    assert!(recorder.calls.lock().unwrap().is_empty());
     assert_still_works(&client).await;
 }
 
@@ -410,7 +413,10 @@ async fn from_imports_dotted_imports_and_imports_in_functions_are_refused_too() 
         ("import numpy as np", "numpy"),
     ] {
         let (outcome, _) = run(&client, python(source)).await;
-        assert_raised(&outcome, "ModuleNotFoundError", &[&format!("No module named '{module}'")]);
+        assert_refused(&outcome, "ModuleNotFoundError", &[&format!("module '{module}' is not available here")]);
     }
+    // What the script cannot see statically still fails when it runs.
+    let (outcome, _) = run(&client, python("exec('import socket')")).await;
+    assert_raised(&outcome, "ModuleNotFoundError", &["No module named 'socket'"]);
     assert_still_works(&client).await;
 }

@@ -8,10 +8,12 @@
 //!   included, has ONE code in what the script saw, the audit log and events
 //! - `list`: the one list, the one pool, approval inside scripts
 //! - `cancel`: cancellation and crashes
+//! - `refused_scripts`: a script that cannot run is refused before its first call, audited
 
 mod cancel;
 mod list;
 mod refusals;
+mod refused_scripts;
 mod steps;
 mod stubs;
 

@@ -328,6 +328,40 @@ fn unknown_modules_are_refused() {
 }
 
 #[test]
+fn a_script_that_cannot_run_is_refused_before_its_first_call() {
+    let mut doc = start_doc("", &["send"], Value::Null);
+    doc.tools[0].input_schema = (&json!({"type": "object", "properties": {"to": {"type": "string"}}})).into();
+    // Two calls would go out before the bad third line, and a fourth after it.
+    doc.source = "send(to='a')\nsend(to='b')\nsend(too='c')\nclass E(Exception):\n    pass\n".into();
+    let run = run_doc(doc, SleepBudget::default());
+    assert!(run.batches.is_empty(), "no call was made: {:?}", run.batches);
+    let error = failure(&run);
+    assert_eq!((error.kind.as_str(), error.line, error.exception_type.as_str()), ("script_refused", 3, "TypeError"));
+    assert!(error.message.starts_with("the script was refused before it ran"), "{}", error.message);
+    assert!(
+        error.message.contains("\n- line 3, column 6: send() has no parameter 'too': did you mean 'to'?"),
+        "{}",
+        error.message
+    );
+    assert!(
+        error.message.contains("\n- line 4, column 1: class inheritance (subclasses, custom exceptions"),
+        "monty's refusal is listed too: {}",
+        error.message
+    );
+    assert!(error.traceback.contains("line 3\n    send(too='c')\n         ^^^^^^^"), "{}", error.traceback);
+}
+
+#[test]
+fn a_refusal_lists_ten_findings_and_counts_the_rest() {
+    let source: String = (0..13).map(|i| format!("import missing{i}\n")).collect();
+    let error = failure(&run_script(&source));
+    assert_eq!(error.kind, "script_refused");
+    assert_eq!(error.message.matches("\n- line ").count(), crate::errors::MAX_FINDINGS_LISTED, "{}", error.message);
+    assert!(error.message.contains("fix these 13 and run it again"), "{}", error.message);
+    assert!(error.message.ends_with("\n- and 3 more"), "{}", error.message);
+}
+
+#[test]
 fn files_are_refused() {
     let run = run_script("f = open('data.txt')");
     let error = &failure(&run);

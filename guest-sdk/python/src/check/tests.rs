@@ -1,0 +1,251 @@
+//! The pass before a script runs: each kind of finding, and valid scripts
+//! it must let through.
+
+use monty::MontyRun;
+use monty_types::CompileOptions;
+use serde_json::{Value, json};
+
+use super::*;
+
+fn tool(name: &str, schema: Value) -> ToolDoc {
+    ToolDoc { name: name.into(), description: String::new(), input_schema: (&schema).into() }
+}
+
+/// The tools of these tests, with schemas as MCP servers and pydantic write them.
+fn tools() -> Vec<ToolDoc> {
+    vec![
+        tool(
+            "send_email",
+            json!({
+                "type": "object",
+                "properties": {
+                    "to": {"type": "string"},
+                    "subject": {"type": "string"},
+                    "body": {"type": "string"},
+                    "priority": {"type": "integer"},
+                    "urgent": {"type": "boolean"},
+                    "cc": {"type": "array", "items": {"type": "string"}},
+                    "score": {"type": ["number", "null"]}
+                },
+                "required": ["to", "subject"]
+            }),
+        ),
+        tool(
+            "list_issues",
+            json!({
+                "type": "object",
+                "properties": {
+                    "state": {"$ref": "#/$defs/State"},
+                    "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+                },
+                "$defs": {"State": {"type": "string", "enum": ["open", "closed"]}},
+                "additionalProperties": false
+            }),
+        ),
+        tool(
+            "open_tool",
+            json!({"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": true}),
+        ),
+        tool("untyped", json!({"type": "object"})),
+        tool("no_schema", Value::Null),
+        tool("list-items", json!({"type": "object", "properties": {"page": {"type": "integer"}}})),
+    ]
+}
+
+fn findings(source: &str) -> Vec<Finding> {
+    let tools = tools();
+    script_findings(source, &tools, &Bindings::new(&tools))
+}
+
+/// The one finding of `source`.
+fn finding(source: &str) -> Finding {
+    let mut found = findings(source);
+    assert_eq!(found.len(), 1, "{source}: {found:#?}");
+    found.remove(0)
+}
+
+fn assert_clean(source: &str) {
+    let found = findings(source);
+    assert!(found.is_empty(), "a valid script was refused:\n{source}\n{found:#?}");
+}
+
+#[test]
+fn an_import_of_a_module_the_runtime_lacks_is_found_at_its_line_and_column() {
+    let found = finding("import json\nx = 1\nif x:\n    import requests as r\n");
+    assert_eq!((found.line, found.column), (4, 12), "{found:#?}");
+    assert_eq!(found.exception_type, "ModuleNotFoundError");
+    assert!(found.text.starts_with("module 'requests' is not available here"), "{}", found.text);
+    assert!(
+        found.text.contains("json") && found.text.contains("every effect goes through a tool call"),
+        "{}",
+        found.text
+    );
+    assert!(
+        found.traceback.contains("line 4\n    import requests as r\n           ^^^^^^^^^^^^^"),
+        "{}",
+        found.traceback
+    );
+    assert_eq!(finding("from urllib.parse import quote").text.split(' ').nth(1), Some("'urllib'"));
+    assert_eq!(finding("import xml.etree.ElementTree").line, 1);
+    assert_eq!(findings("import numpy, pandas, json").len(), 2);
+}
+
+#[test]
+fn the_module_list_is_monty_s_own() {
+    // Every module monty ships imports without a finding, whatever a patch adds.
+    for module in sandbox::importable_modules() {
+        assert_clean(&format!("import {module}\n"));
+    }
+}
+
+#[test]
+fn imports_that_may_fail_safely_or_never_run_are_not_found() {
+    assert_clean("try:\n    import requests\nexcept ImportError:\n    requests = None\n");
+    assert_clean("try:\n    import yaml\nexcept (ValueError, ModuleNotFoundError):\n    pass\n");
+    assert_clean("try:\n    import yaml\nexcept Exception as e:\n    pass\n");
+    assert_clean("try:\n    import yaml\nexcept:\n    pass\n");
+    assert_clean("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pandas\n");
+    assert_clean("import typing\nif typing.TYPE_CHECKING:\n    from pandas import DataFrame\n");
+    assert_clean("from __future__ import annotations\nimport os.path\nimport collections.abc\n");
+    // A handler that catches something else does not guard it.
+    assert_eq!(finding("try:\n    import yaml\nexcept KeyError:\n    pass\n").line, 2);
+    // Nor does the handler itself, or the else branch.
+    assert_eq!(findings("try:\n    pass\nexcept ImportError:\n    import yaml\nelse:\n    import toml\n").len(), 2);
+}
+
+#[test]
+fn a_keyword_the_schema_lacks_is_found_with_the_nearest_names() {
+    let found = finding("a = 1\nb = 2\nsend_email(to='x@y.z', subjet='hi')\n");
+    assert_eq!((found.line, found.column, found.exception_type.as_str()), (3, 24, "TypeError"));
+    assert!(
+        found.text.starts_with("send_email() has no parameter 'subjet': did you mean 'subject'?"),
+        "{}",
+        found.text
+    );
+    assert!(found.text.contains("body, cc, priority, score, subject, to, urgent"), "{}", found.text);
+    let found = finding("list_issues(status='open')");
+    assert!(found.text.contains("did you mean 'state'?"), "{}", found.text);
+    // Nothing near: the parameters alone.
+    let found = finding("send_email(to='a', subject='b', recipient_list=[])");
+    assert!(
+        found.text.contains("has no parameter 'recipient_list': pass only its parameters: body, cc,"),
+        "{}",
+        found.text
+    );
+    // By call(), too.
+    let found = finding("r = call('list_issues', {'limit': 1}, stat='open')");
+    assert!(found.text.starts_with("call(\"list_issues\", …) has no parameter 'stat'"), "{}", found.text);
+    assert_eq!(findings("call_async(name='list-items', pages=2)").len(), 1);
+}
+
+#[test]
+fn keywords_that_may_be_right_are_not_found() {
+    // Keys of **kwargs are known only when it runs.
+    assert_clean("args = {'subjet': 'x'}\nsend_email(to='a', subject='b', **args)\n");
+    // A schema that admits other keys, or declares none, or none at all.
+    assert_clean("open_tool(q='a', extra=1)\nuntyped(anything=1)\nno_schema(x=1)\n");
+    // A tool the script rebinds, in any scope, is not the tool any more.
+    assert_clean("def send_email(**kw):\n    return kw\nsend_email(recipient='x')\n");
+    assert_clean("send_email = print\nsend_email(sep='x')\n");
+    assert_clean("def f(send_email):\n    return send_email(whatever=1)\n");
+    assert_clean("for send_email in [dict]:\n    send_email(a=1)\n");
+    assert_clean("call = dict\ncall('list_issues', stat='open')\n");
+    // A name that is not a literal, a method of something else, a tool name that is no function.
+    assert_clean("name = 'list_issues'\ncall(name, stat='open')\nx = {}\nx.send_email(bogus=1)\n");
+    assert_clean("list_items(page='x')\n");
+    // The stubs' own shape: the tool's function defined by the stubs text.
+    assert_clean("def send_email(*, to: str, subject: str) -> dict:\n    ...\n");
+}
+
+#[test]
+fn a_literal_of_a_type_the_schema_rules_out_is_found_with_the_fix() {
+    let found = finding("send_email(to='a', subject='b', priority='3')");
+    assert_eq!(found.column, 33);
+    assert_eq!(found.text, "send_email()'s parameter 'priority' takes an int, not a str: pass priority=3");
+    let found = finding("send_email(to=42, subject='b')");
+    assert!(found.text.ends_with("'to' takes a str, not an int: pass to=\"42\""), "{}", found.text);
+    let found = finding("send_email(to='a', subject='b', urgent='yes')");
+    assert!(found.text.contains("takes a bool, not a str: pass a bool instead"), "{}", found.text);
+    assert!(finding("send_email(to='a', subject='b', urgent='true')").text.ends_with("pass urgent=True"));
+    assert!(finding("send_email(to='a', subject='b', priority=True)").text.contains("not a bool"));
+    assert!(finding("send_email(to='a', subject='b', priority=2.5)").text.contains("not a float"));
+    assert!(finding("send_email(to='a', subject='b', cc='x@y.z')").text.ends_with("pass cc=[\"x@y.z\"]"));
+    assert!(finding("send_email(to='a', subject=f'{1}', score='high')").text.contains("takes a float or None"));
+    assert!(finding("send_email(to=None, subject='b')").text.contains("'to' takes a str, not None"));
+    assert!(finding("list_issues(limit=-1.5)").text.contains("takes an int or None, not a float"));
+    // call()'s keywords are the tool's too.
+    assert_eq!(findings("call('send_email', to='a', subject=1)").len(), 1);
+}
+
+#[test]
+fn a_literal_outside_an_enum_is_found_with_the_value_it_meant() {
+    let found = finding("list_issues(state='Open')");
+    let expected =
+        "list_issues()'s parameter 'state' takes one of \"open\", \"closed\", not \"Open\": pass state=\"open\"";
+    assert_eq!(found.text, expected);
+    assert!(finding("list_issues(state=3)").text.contains("not 3: pass one of those"));
+    assert_clean("list_issues(state='closed', limit=None)\n");
+}
+
+#[test]
+fn literals_that_fit_and_values_not_known_until_run_are_not_found() {
+    assert_clean(
+        "p = '3'\nsend_email(to='a', subject=f'{p}', priority=p, urgent=False, cc=['x'], score=2)\n\
+         send_email(to='a', subject='b', priority=2.0, cc=('x', 'y'), score=None, body=str(1))\n\
+         send_email(to='a', subject='b', priority=-3, score=-1.5)\n\
+         send_email(to='a', subject='b', priority=None, urgent=None)\n\
+         send_email(to='a', subject='b', priority=10**30)\n\
+         list_issues(state='op' + 'en', limit=len([1]))\n",
+    );
+}
+
+#[test]
+fn every_finding_of_a_script_is_found_in_order() {
+    let source = "import requests\nsend_email(to=1, subject='b', bogus=2)\nimport yaml\n";
+    let found = findings(source);
+    let found: Vec<(u32, &str)> = found.iter().map(|f| (f.line, f.exception_type.as_str())).collect();
+    assert_eq!(found, [(1, "ModuleNotFoundError"), (2, "TypeError"), (2, "TypeError"), (3, "ModuleNotFoundError")]);
+}
+
+#[test]
+fn a_source_that_does_not_parse_or_nests_past_the_cap_is_left_to_the_compiler() {
+    assert!(findings("import requests\nx = (\n").is_empty());
+    // Deeper than the walk follows: what lies below the cap is not checked, and nothing overflows.
+    let deep = format!("x = {}send_email(bogus=1){}\n", "[".repeat(MAX_DEPTH + 10), "]".repeat(MAX_DEPTH + 10));
+    assert!(findings(&deep).is_empty());
+}
+
+fn compile(source: &str) -> MontyException {
+    match MontyRun::new(source.to_owned(), SCRIPT_NAME, Vec::new(), CompileOptions::default()) {
+        Ok(_) => panic!("{source} compiled"),
+        Err(exception) => exception,
+    }
+}
+
+#[test]
+fn what_monty_refuses_to_compile_gets_a_rewrite_hint_and_keeps_monty_s_traceback() {
+    let cases = [
+        ("x = 1\nclass Oops(Exception):\n    pass\n", 2, "class inheritance (subclasses, custom exceptions"),
+        ("def gen():\n    yield 1\n", 2, "generators (yield) are not available here: build the values in a list"),
+        (
+            "class A:\n    @property\n    def x(self):\n        return 1\n",
+            2,
+            "@property, @staticmethod and @classmethod",
+        ),
+        ("from .tools import x\n", 1, "relative imports are not available here"),
+        ("from sys import *\n", 1, "from ... import * is not available here"),
+    ];
+    for (source, line, hint) in cases {
+        let exception = compile(source);
+        let found = compile_finding(&exception).unwrap_or_else(|| panic!("{source}: {exception:?}"));
+        assert_eq!(found.line, line, "{source}: {found:#?}");
+        assert!(found.column >= 1, "{found:#?}");
+        assert!(found.text.starts_with(hint), "{source}: {}", found.text);
+        assert_eq!(found.traceback, exception.to_string(), "monty's own traceback");
+        assert_eq!(found.exception_type, exception.exc_type().to_string());
+    }
+    // A construct without a worded hint still gets monty's message and a general one.
+    assert!(construct_hint("The monty syntax parser does not yet support frobs").ends_with("so write it another way"));
+    // A syntax error is not a refusal: it stays a `syntax_error`.
+    assert_eq!(compile_finding(&compile("x = (\n")), None);
+}
