@@ -324,6 +324,7 @@ impl<'a> Visitor<'a> for Pass<'_> {
             return;
         }
         if let Expr::Call(call) = expr {
+            self.check_next_of_generator(call);
             self.check_call(call);
         }
         self.depth += 1;
@@ -351,6 +352,27 @@ impl Pass<'_> {
             self.importable.join(", ")
         );
         self.find(range, "ModuleNotFoundError", text);
+    }
+
+    /// `next((x for x in xs …))`: monty builds a generator expression as a
+    /// list, eagerly, and a list is no iterator, so the call would fail
+    /// when it runs, after the calls before it. Lazy generators are a
+    /// larger change to monty than a patch this project keeps (its VM has
+    /// no suspended frames outside `async`).
+    fn check_next_of_generator(&mut self, call: &ast::ExprCall) {
+        let Expr::Name(function) = call.func.as_ref() else {
+            return;
+        };
+        if function.id.as_str() != "next" || self.bound.contains("next") {
+            return;
+        }
+        if let Some(Expr::Generator(generator)) = call.arguments.args.first() {
+            let text = "next() of a generator expression is not available here (a generator expression is \
+                        built as a whole list, at once): write next(iter([x for x in xs if ...]), default), or a \
+                        for loop that breaks at the first match if each step calls a tool"
+                .to_owned();
+            self.find(generator.range(), "TypeError", text);
+        }
     }
 
     /// A call of a tool, by its function or by `call`/`call_async` with a

@@ -249,3 +249,15 @@ fn what_monty_refuses_to_compile_gets_a_rewrite_hint_and_keeps_monty_s_traceback
     // A syntax error is not a refusal: it stays a `syntax_error`.
     assert_eq!(compile_finding(&compile("x = (\n")), None);
 }
+
+#[test]
+fn next_of_a_generator_expression_is_found_with_its_rewrite() {
+    let found = finding("xs = [1, 2, 3]\nfirst = next((x for x in xs if x > 1), None)\n");
+    assert_eq!((found.line, found.exception_type.as_str()), (2, "TypeError"), "{found:#?}");
+    assert!(found.text.starts_with("next() of a generator expression is not available here"), "{}", found.text);
+    assert!(found.text.contains("next(iter([x for x in xs if ...]), default)"), "{}", found.text);
+    assert_eq!(finding("next(x for x in range(3))").line, 1);
+    // What works on a list is left to run, and so is a `next` the script defines.
+    assert_clean("xs = [1, 2]\nn = next(iter(xs))\nok = any(x > 1 for x in xs)\ntotal = sum(x for x in xs)\n");
+    assert_clean("def next(it, d=None):\n    return d\nv = next((x for x in [1]), 0)\n");
+}
