@@ -18,6 +18,7 @@ mod prepare_cache;
 mod protocol;
 mod python_depth;
 mod python_json;
+mod python_modules;
 mod python_runtime;
 mod python_sizes;
 mod python_tracebacks;
