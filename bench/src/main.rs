@@ -1,7 +1,7 @@
 //! `tether-bench`: Tether measured, alone and side by side with its peers.
 //!
 //! - default (no subcommand): Tether over TCP, a Unix socket, embedded, and
-//!   embedded on one thread, pydantic-monty, CPython and Pyodide on the same
+//!   embedded on one thread, pydantic-monty, CPython, Pyodide and eryx on the same
 //!   four workloads, p50/p99 and throughput; and the sidecar alone — its RSS
 //!   with runs waiting live and parked, parked state bytes, park and resume
 //!   times, start-up: the two tables of `docs/benchmarks.md` (`compare`;
@@ -35,8 +35,8 @@ mod turn_calls;
 use clap::{Parser, Subcommand};
 use std::future::Future;
 
-/// Tether measured, alone and side by side with pydantic-monty, CPython and
-/// Pyodide; without a command, the tables of docs/benchmarks.md (`./x bench`
+/// Tether measured, alone and side by side with pydantic-monty, CPython,
+/// Pyodide and eryx; without a command, the tables of docs/benchmarks.md (`./x bench`
 /// installs the peers first).
 #[derive(Debug, Parser)]
 struct Cli {

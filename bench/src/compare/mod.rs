@@ -3,7 +3,7 @@
 //!
 //! - `workload`: the four workloads, their scripts, input and tools
 //! - `tether`: Tether measured here, over TCP, a Unix socket, or embedded
-//! - `peers`: pydantic-monty, CPython and Pyodide, each through its driver in `bench/peers/`
+//! - `peers`: pydantic-monty, CPython, Pyodide and eryx, each through its driver in `bench/peers/`
 //! - `sidecar`: the sidecar process's RSS with runs waiting live, and its start-up
 //! - `parking`: parked runs — the sidecar's RSS with them, their sealed
 //!   states, park and resume times (`docs/parking.md`)
@@ -72,6 +72,8 @@ pub(crate) enum Group {
     Cpython,
     /// Pyodide in node, warm and cold.
     Pyodide,
+    /// eryx: CPython 3.14 in wasmtime, a fresh instance per run (`bench/peers/eryx/`).
+    Eryx,
 }
 
 /// One column of the side-by-side table.
@@ -96,11 +98,13 @@ pub(crate) enum System {
     PyodideWarm,
     /// Pyodide, an instance per run.
     PyodideCold,
+    /// eryx, a fresh instance of its pre-initialised interpreter per run.
+    Eryx,
 }
 
 impl System {
     /// Every system, in column order.
-    pub(crate) const ALL: [System; 9] = [
+    pub(crate) const ALL: [System; 10] = [
         System::TetherTcp,
         System::TetherUnix,
         System::TetherEmbedded,
@@ -110,6 +114,7 @@ impl System {
         System::Cpython,
         System::PyodideWarm,
         System::PyodideCold,
+        System::Eryx,
     ];
 
     /// Its column header.
@@ -124,6 +129,7 @@ impl System {
             System::Cpython => "CPython",
             System::PyodideWarm => "Pyodide warm",
             System::PyodideCold => "Pyodide cold",
+            System::Eryx => "eryx",
         }
     }
 
@@ -133,6 +139,7 @@ impl System {
             System::MontyWarm | System::MontyFresh => Group::Monty,
             System::Cpython => Group::Cpython,
             System::PyodideWarm | System::PyodideCold => Group::Pyodide,
+            System::Eryx => Group::Eryx,
         }
     }
 
@@ -144,6 +151,7 @@ impl System {
             System::Cpython => (40, 4),
             System::PyodideWarm => (100, 5),
             System::PyodideCold => (5, 1),
+            System::Eryx => (100, 10),
         };
         let samples = if quick { smoke } else { full };
         let warmup = if self == System::PyodideCold { 0 } else { (samples / 5).clamp(2, 20) };
@@ -207,21 +215,26 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         measure_sidecar(&mut figures, args.quick).await?;
     }
 
-    let wants_peers = [Group::Monty, Group::Cpython, Group::Pyodide].into_iter().any(picked);
+    let wants_peers = [Group::Monty, Group::Cpython, Group::Pyodide, Group::Eryx].into_iter().any(picked);
     if wants_peers {
         let installed = Installed::from_env()?;
         let world_dir = tempfile::tempdir().context("a folder for the demo data")?;
         let world = world_dir.path().join("world.json");
         std::fs::write(&world, workload::world_json().to_string()).context("writing the demo data for the peers")?;
         let peers = [
-            (System::MontyWarm, Peer::monty(&installed, "warm")),
-            (System::MontyFresh, Peer::monty(&installed, "fresh")),
-            (System::Cpython, Peer::cpython(&installed.python)),
-            (System::PyodideWarm, Peer::pyodide(&installed, "warm")),
-            (System::PyodideCold, Peer::pyodide(&installed, "cold")),
+            (System::MontyWarm, Some(Peer::monty(&installed, "warm"))),
+            (System::MontyFresh, Some(Peer::monty(&installed, "fresh"))),
+            (System::Cpython, Some(Peer::cpython(&installed.python))),
+            (System::PyodideWarm, Some(Peer::pyodide(&installed, "warm"))),
+            (System::PyodideCold, Some(Peer::pyodide(&installed, "cold"))),
+            (System::Eryx, Peer::eryx(&installed)),
         ];
         for (system, peer) in &peers {
             if picked(system.group()) {
+                let peer = peer.as_ref().context(
+                    "eryx is not installed: `TETHER_BENCH_ERYX` is not set (`./x bench` builds it with \
+                     tools/bench/peers.sh unless --only leaves it out)",
+                )?;
                 measure_system(&mut figures, *system, &Runner::Peer(peer, &world), args.quick).await?;
             }
         }

@@ -1,6 +1,8 @@
 //! The peers, each measured by its driver under `bench/peers/` in a process
 //! of its own: the driver runs the workload and prints one JSON object
-//! (`samples_us`, `elapsed_s`, `result`, `version`), read here.
+//! (`samples_us`, `elapsed_s`, `result`, `version`), read here. eryx's
+//! driver is a program of its own (`bench/peers/eryx/`, built by
+//! `tools/bench/peers.sh`).
 
 use super::stats::Measured;
 use super::workload::Workload;
@@ -17,27 +19,33 @@ pub(crate) struct Installed {
     pub(crate) python: PathBuf,
     /// The `node_modules` holding `pyodide`.
     pub(crate) node_modules: PathBuf,
+    /// eryx's peer program and its compiled sandbox component, when built.
+    pub(crate) eryx: Option<(PathBuf, PathBuf)>,
 }
 
 impl Installed {
-    /// From `TETHER_BENCH_PYTHON` and `TETHER_BENCH_NODE_MODULES`, which `./x bench` sets.
+    /// From `TETHER_BENCH_PYTHON` and `TETHER_BENCH_NODE_MODULES`, which `./x bench` sets, and
+    /// `TETHER_BENCH_ERYX` / `TETHER_BENCH_ERYX_RUNTIME`, which it sets unless `--only` leaves eryx out.
     pub(crate) fn from_env() -> anyhow::Result<Installed> {
         let var = |name: &str| {
             std::env::var_os(name).map(PathBuf::from).with_context(|| {
                 format!("`{name}` is not set: run the bench with `./x bench`, which installs the peers (tools/bench/peers.sh) and sets it")
             })
         };
-        Ok(Installed { python: var("TETHER_BENCH_PYTHON")?, node_modules: var("TETHER_BENCH_NODE_MODULES")? })
+        let eryx = var("TETHER_BENCH_ERYX").ok().zip(var("TETHER_BENCH_ERYX_RUNTIME").ok());
+        Ok(Installed { python: var("TETHER_BENCH_PYTHON")?, node_modules: var("TETHER_BENCH_NODE_MODULES")?, eryx })
     }
 }
 
-/// One peer in one mode: a driver and the program that runs it.
+/// One peer in one mode: a driver and the program that runs it (or a
+/// program that is its own driver), and flags of its own.
 #[derive(Debug, Clone)]
 pub(crate) struct Peer {
     program: PathBuf,
-    driver: PathBuf,
+    driver: Option<PathBuf>,
     mode: &'static str,
     node_modules: Option<PathBuf>,
+    extra: Vec<std::ffi::OsString>,
 }
 
 /// What a driver prints.
@@ -56,22 +64,48 @@ fn driver(name: &str) -> PathBuf {
 impl Peer {
     /// pydantic-monty's pool, `mode` `warm` (one session reused) or `fresh` (a checkout per run).
     pub(crate) fn monty(installed: &Installed, mode: &'static str) -> Peer {
-        Peer { program: installed.python.clone(), driver: driver("monty_peer.py"), mode, node_modules: None }
+        Peer {
+            program: installed.python.clone(),
+            driver: Some(driver("monty_peer.py")),
+            mode,
+            node_modules: None,
+            extra: Vec::new(),
+        }
     }
 
     /// CPython, one subprocess per script, run by `python`.
     pub(crate) fn cpython(python: &Path) -> Peer {
-        Peer { program: python.to_owned(), driver: driver("cpython_peer.py"), mode: "subprocess", node_modules: None }
+        Peer {
+            program: python.to_owned(),
+            driver: Some(driver("cpython_peer.py")),
+            mode: "subprocess",
+            node_modules: None,
+            extra: Vec::new(),
+        }
     }
 
     /// Pyodide in node, `mode` `warm` (one instance) or `cold` (an instance per run).
     pub(crate) fn pyodide(installed: &Installed, mode: &'static str) -> Peer {
         Peer {
             program: "node".into(),
-            driver: driver("pyodide_peer.mjs"),
+            driver: Some(driver("pyodide_peer.mjs")),
             mode,
             node_modules: Some(installed.node_modules.clone()),
+            extra: Vec::new(),
         }
+    }
+
+    /// eryx, a fresh instance per run (`Sandbox::execute`), or `None` when
+    /// it was not built.
+    pub(crate) fn eryx(installed: &Installed) -> Option<Peer> {
+        let (program, runtime) = installed.eryx.clone()?;
+        Some(Peer {
+            program,
+            driver: None,
+            mode: "execute",
+            node_modules: None,
+            extra: vec!["--runtime".into(), runtime.into_os_string()],
+        })
     }
 
     /// Runs `workload` `samples` times (after `warmup` untimed runs), at most
@@ -91,7 +125,8 @@ impl Peer {
     ) -> anyhow::Result<(Measured, String)> {
         let mut command = std::process::Command::new(&self.program);
         command
-            .arg(&self.driver)
+            .args(&self.driver)
+            .args(&self.extra)
             .arg("--script")
             .arg(workload.script())
             .args(["--input", &workload.input().to_string()])
@@ -102,7 +137,8 @@ impl Peer {
         if let Some(modules) = &self.node_modules {
             command.arg("--node-modules").arg(modules);
         }
-        let name = format!("`{} {}` ({})", self.program.display(), self.driver.display(), self.mode);
+        let driver = self.driver.as_deref().map_or_else(String::new, |driver| format!(" {}", driver.display()));
+        let name = format!("`{}{driver}` ({})", self.program.display(), self.mode);
         let output = tokio::task::spawn_blocking(move || command.output())
             .await
             .context("the driver's waiting thread failed")?

@@ -66,7 +66,12 @@ fn command_line(program: &str, args: &[&str]) -> String {
 
 /// The version of `package` in the workspace's `Cargo.lock`.
 fn locked_version(package: &str) -> String {
-    let lock = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock")).unwrap_or_default();
+    locked_version_in("../Cargo.lock", package)
+}
+
+/// The version of `package` in `lock` (a path from the bench crate).
+fn locked_version_in(lock: &str, package: &str) -> String {
+    let lock = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(lock)).unwrap_or_default();
     let needle = format!("name = \"{package}\"\nversion = \"");
     lock.split_once(&needle)
         .and_then(|(_, rest)| rest.split_once('"'))
@@ -97,7 +102,7 @@ fn header(figures: &Figures) -> String {
     let mut out = machine();
     let _ = writeln!(
         out,
-        "- Versions: {}, wasmtime {}, monty guest {}, pydantic-monty {}, CPython {}, Pyodide {} on node {}",
+        "- Versions: {}, wasmtime {}, monty guest {}, pydantic-monty {}, CPython {}, Pyodide {} on node {}, eryx {} on wasmtime {}",
         command_line("rustc", &["--version"]),
         locked_version("wasmtime"),
         locked_version("monty"),
@@ -105,6 +110,8 @@ fn header(figures: &Figures) -> String {
         version(System::Cpython),
         version(System::PyodideWarm),
         command_line("node", &["--version"]),
+        version(System::Eryx),
+        locked_version_in("peers/eryx/Cargo.lock", "wasmtime"),
     );
     out.push_str(quick_line(figures));
     out
