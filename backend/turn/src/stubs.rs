@@ -41,7 +41,54 @@ const KEYWORDS: &[&str] = &[
 ];
 
 /// Names the script already has; a tool of that name is reached with `call`.
-const RESERVED: &[&str] = &["call", "call_async", "unwrap", "input", "asyncio", "json"];
+const RESERVED: &[&str] = &["call", "call_async", "unwrap", "input"];
+
+/// The modules monty reserves (`monty_types::SANDBOX_MODULE_NAMES`, checked
+/// equal in a test): the Python runtime gives a tool of such a name no
+/// function (`guest-sdk/python/src/api.rs`, `gets_function`), so neither
+/// does its stub.
+const MODULE_NAMES: &[&str] = &[
+    "asyncio",
+    "base64",
+    "binascii",
+    "bisect",
+    "collections",
+    "copy",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "functools",
+    "gc",
+    "hashlib",
+    "itertools",
+    "json",
+    "math",
+    "os",
+    "pathlib",
+    "posixpath",
+    "random",
+    "re",
+    "sys",
+    "time",
+    "tomllib",
+    "typing",
+    "unicodedata",
+];
+
+/// The Python minor version whose builtins the runtime keeps: monty's (3.14).
+const PYTHON_MINOR: u8 = 14;
+
+/// True when the script has a function named `name` for the tool: the
+/// same rule as the Python runtime's (`gets_function`). A tool named like a
+/// builtin (`max`, `list`), a module or a name the script already has is
+/// reached with `call()` only.
+fn gets_function(name: &str) -> bool {
+    is_name(name)
+        && !RESERVED.contains(&name)
+        && !MODULE_NAMES.contains(&name)
+        && !ruff_python_stdlib::builtins::is_python_builtin(name, PYTHON_MINOR, false)
+}
 
 /// The Python stubs for `tools`, in their order.
 pub fn python_stubs(tools: &[ToolSpec]) -> String {
@@ -59,7 +106,7 @@ fn write_tool(out: &mut String, tool: &ToolSpec) {
     let returns =
         tool.output_schema.as_ref().map_or_else(|| "Any".to_owned(), |schema| Types { root: schema }.shape(schema));
     let doc = doc_text(tool, &params, &returns);
-    if is_name(&tool.name) && !RESERVED.contains(&tool.name.as_str()) && params.all_named {
+    if gets_function(&tool.name) && params.all_named {
         let _ = writeln!(out, "def {}({}) -> Result:", tool.name, params.signature());
         // A docstring that cannot end early: no triple quotes or backslashes inside.
         let quoted = doc.replace('\\', "\\\\").replace("\"\"\"", "'''").replace('\n', "\n    ");
@@ -334,6 +381,22 @@ mod tests {
         )
         .output_schema(json!({"type": "object", "properties": {"ends": {"type": "string"}}}))
         .meta(ToolMeta { read_only: true, ..ToolMeta::default() })
+    }
+
+    #[test]
+    fn a_tool_named_like_a_builtin_or_a_module_is_shown_as_the_call_it_takes() {
+        let named = |name: &str| ToolSpec::new(name, "Does it.", json!({"type": "object", "properties": {}}));
+        let stubs = python_stubs(&[named("max"), named("list"), named("math"), named("heap_top"), named("input")]);
+        for reached_by_call in ["max", "list", "math", "input"] {
+            assert!(!stubs.contains(&format!("def {reached_by_call}(")), "{stubs}");
+            assert!(stubs.contains(&format!("# \"{reached_by_call}\" is reached only with call():")), "{stubs}");
+        }
+        assert!(stubs.contains("def heap_top() -> Result:"), "{stubs}");
+    }
+
+    #[test]
+    fn the_module_names_are_monty_s_own() {
+        assert_eq!(MODULE_NAMES, monty_types::SANDBOX_MODULE_NAMES);
     }
 
     #[test]
