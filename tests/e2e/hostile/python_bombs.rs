@@ -222,3 +222,15 @@ async fn a_repeat_larger_than_the_address_space_is_a_memory_error_the_script_cat
     let outcome = bomb(source, memory_limited()).await;
     assert_eq!(outcome.result, Some(json!(["caught", "caught", "caught", "caught"])), "{outcome:#?}");
 }
+
+/// third_party/monty's patch 0020: `eval()` or `exec()` of the same text in a
+/// loop reuses what the first call compiled, so the run completes under the
+/// default limits (issue 25: 200,000 `eval()`s of a short expression ran out
+/// of memory; each call kept its compiled code, and past 65,535 of them monty
+/// refused the next with `SyntaxError`).
+#[tokio::test]
+async fn two_hundred_thousand_evals_give_their_memory_back() {
+    let source = "t = 0\nfor i in range(200000):\n    t += eval('1 + 1')\n    exec('u = i')\n[t, u]";
+    let outcome = bomb(source, pb::Limits::default()).await;
+    assert_eq!(outcome.result, Some(json!([400000, 199999])), "{outcome:#?}");
+}
