@@ -56,7 +56,9 @@ async def test_refusals_seen_from_python_carry_the_rust_codes_and_display_names(
         await direct("repeated_call", "pay", {"amount": 1})
         # The script: the same refusals, made by a script.
         script = await turn.execute("s1", "run_script", {"code": (
-            "[call('nope'), pay(amount='ten'), call('later'), pay(amount=1), call('camera'),"
+            # Through a variable: a literal of the wrong type is refused before the script runs.
+            "ten = 'ten'\n"
+            "[call('nope'), pay(amount=ten), call('later'), pay(amount=1), call('camera'),"
             " [ping() for _ in range(9)][-1]]"
         )})
     refused = script.value["result"][:5]
