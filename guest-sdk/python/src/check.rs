@@ -34,7 +34,8 @@ use ruff_python_ast::{
 };
 use ruff_text_size::{Ranged, TextRange};
 use serde_json::{Map, Value};
-use tether_guest::ToolDoc;
+use tether_codes::RunErrorKind;
+use tether_guest::{ScriptError, ToolDoc};
 
 use crate::{
     api::{Bindings, CALL, CALL_ASYNC},
@@ -820,6 +821,37 @@ impl<'s> Lines<'s> {
         let width = self.source.get(usize::from(range.start()).min(end)..end).map_or(1, |part| part.chars().count());
         let pad = (column as usize).saturating_sub(1).saturating_sub(indent);
         format!("    {}\n    {}{}\n", shown.trim_end(), " ".repeat(pad), "^".repeat(width.max(1)))
+    }
+}
+
+/// How many findings a refusal lists; it says how many more there are.
+pub const MAX_FINDINGS_LISTED: usize = 10;
+
+/// A script refused before it ran: every finding,
+/// by line and column, each with how to write it instead; the first one's
+/// line, exception type and traceback.
+pub fn script_refused(mut findings: Vec<Finding>) -> ScriptError {
+    findings.sort_by_key(|finding| (finding.line, finding.column));
+    findings.dedup_by(|a, b| a.line == b.line && a.column == b.column && a.text == b.text);
+    let count = findings.len();
+    let mut message = format!(
+        "the script was refused before it ran, so none of it ran and no tool was called; fix {} and run it again:",
+        if count == 1 { "this".to_owned() } else { format!("these {count}") }
+    );
+    for finding in findings.iter().take(MAX_FINDINGS_LISTED) {
+        message.push_str(&format!("\n- line {}, column {}: {}", finding.line, finding.column, finding.text));
+    }
+    if count > MAX_FINDINGS_LISTED {
+        message.push_str(&format!("\n- and {} more", count - MAX_FINDINGS_LISTED));
+    }
+    let first = findings.into_iter().next().unwrap_or_default();
+    ScriptError {
+        kind: RunErrorKind::ScriptRefused.as_str().to_owned(),
+        message,
+        exception_type: first.exception_type,
+        traceback: first.traceback,
+        line: first.line,
+        ..ScriptError::default()
     }
 }
 

@@ -4,8 +4,6 @@ use monty_types::{ExcType, MontyException};
 use tether_codes::RunErrorKind;
 use tether_guest::ScriptError;
 
-use crate::check::Finding;
-
 /// The file name tracebacks give the script.
 pub const SCRIPT_NAME: &str = "main.py";
 
@@ -14,37 +12,6 @@ pub const SCRIPT_NAME: &str = "main.py";
 /// still names what monty raised.
 pub fn syntax_error(exception: &MontyException) -> ScriptError {
     from_exception(RunErrorKind::SyntaxError, exception)
-}
-
-/// How many findings a refusal lists; it says how many more there are.
-pub const MAX_FINDINGS_LISTED: usize = 10;
-
-/// A script refused before it ran ([`check`](crate::check)): every finding,
-/// by line and column, each with how to write it instead; the first one's
-/// line, exception type and traceback.
-pub fn script_refused(mut findings: Vec<Finding>) -> ScriptError {
-    findings.sort_by_key(|finding| (finding.line, finding.column));
-    findings.dedup_by(|a, b| a.line == b.line && a.column == b.column && a.text == b.text);
-    let count = findings.len();
-    let mut message = format!(
-        "the script was refused before it ran, so none of it ran and no tool was called; fix {} and run it again:",
-        if count == 1 { "this".to_owned() } else { format!("these {count}") }
-    );
-    for finding in findings.iter().take(MAX_FINDINGS_LISTED) {
-        message.push_str(&format!("\n- line {}, column {}: {}", finding.line, finding.column, finding.text));
-    }
-    if count > MAX_FINDINGS_LISTED {
-        message.push_str(&format!("\n- and {} more", count - MAX_FINDINGS_LISTED));
-    }
-    let first = findings.into_iter().next().unwrap_or_default();
-    ScriptError {
-        kind: RunErrorKind::ScriptRefused.as_str().to_owned(),
-        message,
-        exception_type: first.exception_type,
-        traceback: first.traceback,
-        line: first.line,
-        ..ScriptError::default()
-    }
 }
 
 /// A script that raised an exception nobody caught.

@@ -26,7 +26,7 @@ use crate::{
     api::{self, Bindings, CALL, CALL_ASYNC, UNWRAP},
     check,
     convert::{call_result_to_object, result_to_json},
-    errors::{SCRIPT_NAME, limit_error, runtime_error, script_refused, syntax_error},
+    errors::{SCRIPT_NAME, limit_error, runtime_error, syntax_error},
     output::Printer,
     park::{self, Parked, Suspended, Waiting},
     sandbox::{self, OsAnswer},
@@ -129,7 +129,7 @@ fn start<O: Write, E: Write>(
         Some(program) if findings.is_empty() => {
             program.with_os_policy(OsPolicy { sleep: SleepMode::CallHost, ..OsPolicy::default() })
         }
-        _ => return Outcome::Err(script_refused(findings)),
+        _ => return Outcome::Err(check::script_refused(findings)),
     };
     // Time and memory are the host's to enforce (fuel/epochs, the store's
     // memory cap); only the depth needs a limit in here.

@@ -356,7 +356,7 @@ fn a_refusal_lists_ten_findings_and_counts_the_rest() {
     let source: String = (0..13).map(|i| format!("import missing{i}\n")).collect();
     let error = failure(&run_script(&source));
     assert_eq!(error.kind, "script_refused");
-    assert_eq!(error.message.matches("\n- line ").count(), crate::errors::MAX_FINDINGS_LISTED, "{}", error.message);
+    assert_eq!(error.message.matches("\n- line ").count(), crate::check::MAX_FINDINGS_LISTED, "{}", error.message);
     assert!(error.message.contains("fix these 13 and run it again"), "{}", error.message);
     assert!(error.message.ends_with("\n- and 3 more"), "{}", error.message);
 }
