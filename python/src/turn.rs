@@ -51,6 +51,13 @@ pub(crate) struct NativeTurn {
     forwarder: Option<Forwarder>,
 }
 
+/// The model's call `call_id` of `name`, its arguments given as JSON text.
+fn model_call(call_id: String, name: String, args: &str) -> PyResult<CallRequest> {
+    let args: Value = serde_json::from_str(args)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("the arguments are not JSON: {e}")))?;
+    Ok(CallRequest::new(call_id, name, args))
+}
+
 pub(crate) fn json_text(value: &Value) -> String {
     value.to_string()
 }
@@ -111,11 +118,10 @@ impl NativeTurn {
         name: String,
         args: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let args: Value = serde_json::from_str(&args)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("the arguments are not JSON: {e}")))?;
+        let request = model_call(call_id, name, &args)?;
         let turn = self.turn.clone();
         awaitable(py, async move {
-            let result = turn.execute(CallRequest::new(call_id, name, args), CallOrigin::Model).await;
+            let result = turn.execute(request, CallOrigin::Model).await;
             Ok(json_text(&crate::convert::result(&result)))
         })
     }
@@ -132,11 +138,9 @@ impl NativeTurn {
         name: String,
         args: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let args: Value = serde_json::from_str(&args)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("the arguments are not JSON: {e}")))?;
+        let request = model_call(call_id, name, &args)?;
         let turn = self.turn.clone();
         awaitable(py, async move {
-            let request = CallRequest::new(call_id, name, args);
             match turn.execute_or_hand_off(request, CallOrigin::Model).await {
                 Ok(result) => Ok(json_text(&json!({"result": crate::convert::result(&result)}))),
                 Err(pending) => {

@@ -10,6 +10,7 @@ mod agent_scripts;
 mod audit_postgres;
 mod cancel_storm;
 mod conformance;
+mod corpus;
 mod disconnect;
 mod hostile;
 mod limits;

@@ -48,8 +48,8 @@ const PARENT_CALL: &str = "call_1";
 async fn agent_style_scripts_behave_in_the_sandbox_as_under_cpython() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/agent_scripts");
     let python = python();
-    let scripts = Arc::new(read_scripts(&dir.join("scripts")));
-    let expected = listed(EXPECTED_DIFFERENCES);
+    let scripts = Arc::new(crate::corpus::read_py_files(&dir.join("scripts")));
+    let expected = crate::corpus::listed(EXPECTED_DIFFERENCES);
 
     let cpython = {
         let (python, dir, scripts) = (python.clone(), dir.clone(), Arc::clone(&scripts));
@@ -115,38 +115,6 @@ fn python_command(python: &Path, dir: &Path) -> Command {
     let mut command = Command::new(python);
     command.current_dir(dir).env("PYTHONHASHSEED", "0").env("PYTHONIOENCODING", "utf-8").arg("-B");
     command
-}
-
-/// Every `*.py` in `dir`, in name order, with its text.
-fn read_scripts(dir: &Path) -> Vec<(String, String)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|error| panic!("reading `{}`: {error}", dir.display()))
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "py"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no scripts in `{}`", dir.display());
-    files
-        .iter()
-        .map(|path| {
-            let file = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-            let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("reading `{file}`: {error}"));
-            (file, text)
-        })
-        .collect()
-}
-
-/// A committed list: `<script> <reason>` per line, `#` comments.
-fn listed(list: &'static str) -> BTreeMap<&'static str, &'static str> {
-    list.lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with('#'))
-        .map(|line| {
-            let (file, reason) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-            assert!(!reason.trim().is_empty(), "`{file}` is listed without a reason");
-            (file, reason.trim())
-        })
-        .collect()
 }
 
 /// What one run did, on either side.

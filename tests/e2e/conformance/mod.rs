@@ -14,7 +14,6 @@
 mod case;
 mod locate;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use case::{Case, Failure, Observed};
@@ -43,8 +42,8 @@ const NATIVE_STACK: usize = 256 << 20;
 async fn monty_test_cases_behave_in_the_sandbox_as_natively() {
     let dir = locate::test_cases_dir().unwrap_or_else(|error| panic!("{error}"));
     let cases = Arc::new(read_cases(&dir));
-    let expected = listed(EXPECTED_DIFFERENCES);
-    let native_failures = listed(NATIVE_FAILURES);
+    let expected = crate::corpus::listed(EXPECTED_DIFFERENCES);
+    let native_failures = crate::corpus::listed(NATIVE_FAILURES);
 
     let native = {
         let cases = Arc::clone(&cases);
@@ -127,33 +126,9 @@ fn verdict_text(verdict: &Result<(), String>) -> String {
 
 /// Every `*.py` in `dir`, in name order.
 fn read_cases(dir: &std::path::Path) -> Vec<Case> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|error| panic!("reading `{}`: {error}", dir.display()))
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "py"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no test cases in `{}`", dir.display());
-    files
+    crate::corpus::read_py_files(dir)
         .iter()
-        .map(|path| {
-            let file = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-            let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("reading `{file}`: {error}"));
-            Case::parse(&file, &text).unwrap_or_else(|error| panic!("{error}"))
-        })
-        .collect()
-}
-
-/// A committed list: `<case file> <reason>` per line, `#` comments.
-fn listed(list: &'static str) -> BTreeMap<&'static str, &'static str> {
-    list.lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with('#'))
-        .map(|line| {
-            let (file, reason) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-            assert!(!reason.trim().is_empty(), "`{file}` is listed without a reason");
-            (file, reason.trim())
-        })
+        .map(|(file, text)| Case::parse(file, text).unwrap_or_else(|error| panic!("{error}")))
         .collect()
 }
 
