@@ -40,7 +40,7 @@ use tether_guest::{ScriptError, ToolDoc};
 use crate::{
     api::{Bindings, CALL, CALL_ASYNC},
     errors::SCRIPT_NAME,
-    sandbox::{self, EFFECTS_GO_THROUGH_TOOLS},
+    sandbox,
 };
 
 /// How deep the pass follows nested statements and expressions. monty
@@ -348,8 +348,8 @@ impl Pass<'_> {
             return;
         }
         let text = format!(
-            "module '{top}' is not available here ({EFFECTS_GO_THROUGH_TOOLS}): do its work with the turn's tools or \
-             with the modules there are: {}",
+            "module '{top}' is not available here: {}; the modules there are: {}",
+            sandbox::why_not_importable(top),
             self.importable.join(", ")
         );
         self.find(range, "ModuleNotFoundError", text);

@@ -21,6 +21,71 @@ pub fn importable_modules() -> Vec<&'static str> {
     modules
 }
 
+/// Modules whose work is an effect outside the script (network, files,
+/// processes, mail, databases, the OS): a script does that work through the
+/// turn's tools. Any other module a script lacks is computation the runtime
+/// does not have, which the script can write with the modules it has. Only
+/// the wording of the refusal depends on this list.
+const EFFECT_MODULES: &[&str] = &[
+    "aiohttp",
+    "asynchat",
+    "asyncore",
+    "boto3",
+    "concurrent",
+    "ctypes",
+    "fcntl",
+    "ftplib",
+    "glob",
+    "grp",
+    "http",
+    "httpx",
+    "imaplib",
+    "mmap",
+    "multiprocessing",
+    "nntplib",
+    "paramiko",
+    "poplib",
+    "psycopg",
+    "psycopg2",
+    "pty",
+    "pwd",
+    "pymysql",
+    "redis",
+    "requests",
+    "resource",
+    "select",
+    "selectors",
+    "shutil",
+    "signal",
+    "smtplib",
+    "socket",
+    "socketserver",
+    "sqlite3",
+    "ssl",
+    "subprocess",
+    "tempfile",
+    "telnetlib",
+    "termios",
+    "threading",
+    "tty",
+    "urllib",
+    "urllib3",
+    "webbrowser",
+    "wsgiref",
+    "xmlrpc",
+];
+
+/// Why `module` does not import, in words the model can act on: an effect
+/// goes through a tool call; anything else the script writes itself.
+pub(crate) fn why_not_importable(module: &str) -> String {
+    let top = module.split('.').next().unwrap_or(module);
+    if EFFECT_MODULES.contains(&top) {
+        format!("{EFFECTS_GO_THROUGH_TOOLS}: do its work with the turn's tools")
+    } else {
+        "this runtime does not have it: write what it would give with the modules there are".to_owned()
+    }
+}
+
 /// How the runner answers one OS call.
 #[derive(Debug)]
 pub enum OsAnswer {
@@ -70,7 +135,8 @@ fn module_not_found(module: &str) -> MontyException {
     MontyException::new(
         ExcType::ModuleNotFoundError,
         Some(format!(
-            "No module named '{module}': Tether scripts can import only {}; {EFFECTS_GO_THROUGH_TOOLS}",
+            "No module named '{module}': {}; Tether scripts can import only {}",
+            why_not_importable(module),
             available.join(", ")
         )),
     )
@@ -94,6 +160,17 @@ mod tests {
         let message = exception.message().unwrap_or_default();
         assert!(message.starts_with("No module named 'requests'"), "{message}");
         assert!(message.contains("json"), "{message}");
+        assert!(message.contains(EFFECTS_GO_THROUGH_TOOLS), "{message}");
+    }
+
+    #[test]
+    fn a_module_that_only_computes_is_not_sent_to_the_tools() {
+        let exception = refusal(OsFunctionCall::Import("numpy".into()));
+        let message = exception.message().unwrap_or_default();
+        assert!(message.starts_with("No module named 'numpy': this runtime does not have it"), "{message}");
+        assert!(!message.contains(EFFECTS_GO_THROUGH_TOOLS), "{message}");
+        let dotted = refusal(OsFunctionCall::Import("http.client".into()));
+        assert!(dotted.message().unwrap_or_default().contains(EFFECTS_GO_THROUGH_TOOLS));
     }
 
     #[test]

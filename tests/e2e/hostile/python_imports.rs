@@ -365,7 +365,17 @@ async fn every_stdlib_module_the_runtime_does_not_ship_is_refused_by_name() {
         let seen = result[*name].as_str().unwrap_or_else(|| panic!("`{name}` missing from {result}"));
         let expected = format!("ModuleNotFoundError: No module named '{name}'");
         assert!(seen.starts_with(&expected), "import {name}: {seen}");
-        assert!(seen.contains("every effect goes through a tool call"), "import {name}: {seen}");
+        // Each refusal says what to do instead: reach the effect through a
+        // tool, or write the computation with the modules there are.
+        let effect = seen.contains("every effect goes through a tool call: do its work with the turn's tools");
+        let computation = seen.contains("this runtime does not have it: write what it would give");
+        assert!(effect != computation, "import {name}: {seen}");
+        if ["socket", "subprocess", "http", "sqlite3", "smtplib", "tempfile"].contains(name) {
+            assert!(effect, "import {name} is an effect: {seen}");
+        }
+        if ["enum", "uuid", "fractions", "pprint", "xml"].contains(name) {
+            assert!(computation, "import {name} only computes: {seen}");
+        }
     }
     assert!(recorder.calls.lock().unwrap().is_empty());
     assert_still_works(&client).await;
