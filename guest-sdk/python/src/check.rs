@@ -336,20 +336,23 @@ impl<'a> Visitor<'a> for Pass<'_> {
 
 impl Pass<'_> {
     /// `import module` (or `from module import …`) of a module the runtime
-    /// does not ship. A dotted name whose top module ships is left to run:
-    /// which submodules a module has is known only when it is imported.
+    /// does not ship. monty's list names each module by its import name,
+    /// submodules included (`os.path`), and monty refuses any other
+    /// submodule of a module it ships (`collections.abc`: "'collections' is
+    /// not a package"), so a dotted name is judged whole.
     fn check_import(&mut self, module: &str, range: TextRange) {
-        let top = module.split('.').next().unwrap_or(module);
-        if self.imports_guarded > 0
-            || self.importable.contains(&module)
-            || self.importable.contains(&top)
-            || top.is_empty()
-        {
+        if self.imports_guarded > 0 || module.is_empty() || self.importable.contains(&module) {
             return;
         }
+        let top = module.split('.').next().unwrap_or(module);
+        let missing = if self.importable.contains(&top) {
+            format!("module '{module}' is not available here ('{top}' is, without it)")
+        } else {
+            format!("module '{top}' is not available here")
+        };
         let text = format!(
-            "module '{top}' is not available here: {}; the modules there are: {}",
-            sandbox::why_not_importable(top),
+            "{missing}: {}; the modules there are: {}",
+            sandbox::why_not_importable(module),
             self.importable.join(", ")
         );
         self.find(range, "ModuleNotFoundError", text);

@@ -85,9 +85,23 @@ fn an_import_of_a_module_the_runtime_lacks_is_found_at_its_line_and_column() {
         "{}",
         found.traceback
     );
-    assert_eq!(finding("from urllib.parse import quote").text.split(' ').nth(1), Some("'urllib'"));
+    assert_eq!(finding("from xml.dom import minidom").text.split(' ').nth(1), Some("'xml'"));
     assert_eq!(finding("import xml.etree.ElementTree").line, 1);
     assert_eq!(findings("import numpy, pandas, json").len(), 2);
+}
+
+#[test]
+fn a_submodule_the_runtime_lacks_is_found_though_its_package_ships() {
+    // monty refuses it when it runs ("'collections' is not a package").
+    let found = finding("import json\nfrom collections.abc import Mapping\n");
+    assert_eq!((found.line, found.exception_type.as_str()), (2, "ModuleNotFoundError"));
+    assert!(
+        found.text.starts_with("module 'collections.abc' is not available here ('collections' is, without it)"),
+        "{}",
+        found.text
+    );
+    assert_eq!(finding("import os.nope").line, 1);
+    assert_clean("import os.path\nfrom os import path\nimport collections\n");
 }
 
 #[test]
@@ -106,7 +120,7 @@ fn imports_that_may_fail_safely_or_never_run_are_not_found() {
     assert_clean("try:\n    import yaml\nexcept:\n    pass\n");
     assert_clean("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pandas\n");
     assert_clean("import typing\nif typing.TYPE_CHECKING:\n    from pandas import DataFrame\n");
-    assert_clean("from __future__ import annotations\nimport os.path\nimport collections.abc\n");
+    assert_clean("from __future__ import annotations\nimport os.path\n");
     // A handler that catches something else does not guard it.
     assert_eq!(finding("try:\n    import yaml\nexcept KeyError:\n    pass\n").line, 2);
     // Nor does the handler itself, or the else branch.
