@@ -1,5 +1,5 @@
-//! Standard modules real scripts use (issue 25, item 2), added to monty by
-//! third_party/monty's patches: each test runs a short agent-style script
+//! Standard modules and class features real scripts use (issue 25, item 2),
+//! added to monty by third_party/monty's patches: each test runs a short agent-style script
 //! through the real sidecar and the Python guest, over data a tool returned,
 //! and checks the values CPython 3.11 gives for the same script.
 
@@ -58,6 +58,50 @@ async fn heapq_orders_a_priority_queue_and_picks_the_top_n() {
         serde_json::json!({
             "order": [2, 4, 3, 1], "layout": [1, 3, 2, 5, 9, 8], "top": 1, "pushpop": 0,
             "urgent": [2, 4], "largest": [7, 7, 4], "empty": "index out of range"
+        })
+    );
+}
+
+/// Patches 0021-0023: a plain class's `__len__` and `__lt__` (truthiness,
+/// `sorted`, `min`, the reflected `>`), a function's `__name__` in a logging
+/// decorator, and `date.isocalendar()`.
+#[tokio::test]
+async fn len_ordering_dunders_function_names_and_iso_weeks_work_on_tool_data() {
+    let source = r#"
+from datetime import date
+calls = []
+def logged(fn):
+    def wrapper(*args, **kwargs):
+        calls.append(fn.__name__)
+        return fn(*args, **kwargs)
+    return wrapper
+class Account:
+    def __init__(self, name, score):
+        self.name = name
+        self.score = score
+    def __lt__(self, other):
+        return self.score < other.score
+class Batch:
+    def __init__(self, items):
+        self.items = items
+    def __len__(self):
+        return len(self.items)
+@logged
+def fetch(names):
+    return echo(accounts=[{'name': n, 'score': len(n) * 7 % 5} for n in names])['value']['accounts']
+rows = fetch(['acme', 'globex', 'initech', 'umbrella'])
+accounts = sorted(Account(r['name'], r['score']) for r in rows)
+worst = min(accounts)
+batch = Batch([a for a in accounts if a.score < 3])
+week = date.fromisoformat('2026-12-04').isocalendar()
+{'order': [a.name for a in accounts], 'worst': worst.name, 'batch': len(batch), 'empty': bool(Batch([])),
+ 'beats': accounts[-1] > accounts[0], 'calls': calls, 'week': [week.year, week.week, week.weekday]}
+"#;
+    assert_eq!(
+        result_of(source).await,
+        serde_json::json!({
+            "batch": 2, "beats": true, "calls": ["fetch"], "empty": false,
+            "order": ["umbrella", "globex", "acme", "initech"], "week": [2026, 49, 5], "worst": "umbrella"
         })
     );
 }
