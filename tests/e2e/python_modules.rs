@@ -1,7 +1,8 @@
 //! Standard modules and class features real scripts use (issue 25, item 2),
 //! added to monty by third_party/monty's patches: each test runs a short agent-style script
 //! through the real sidecar and the Python guest, over data a tool returned,
-//! and checks the values CPython 3.11 gives for the same script.
+//! and checks the values CPython 3.11 gives for the same script (taken from
+//! a CPython run of the script with `echo` returning `{'value': kwargs}`).
 
 use crate::support::*;
 use tether_backend::pb;
@@ -104,4 +105,154 @@ week = date.fromisoformat('2026-12-04').isocalendar()
             "order": ["umbrella", "globex", "acme", "initech"], "week": [2026, 49, 5], "worst": "umbrella"
         })
     );
+}
+
+/// Patch 0026: `io.StringIO` as the file `csv` reads a tool's CSV text from and writes to, and `print(file=)`.
+#[tokio::test]
+async fn io_stringio_carries_csv_text_in_and_out_of_a_script() {
+    let source = r#"
+import csv, io
+r = echo(csv='name,amount\nacme,120\nglobex,80\n')
+rows = list(csv.DictReader(io.StringIO(r['value']['csv'])))
+out = io.StringIO()
+w = csv.writer(out)
+w.writerow(['name', 'double'])
+for row in rows:
+    w.writerow([row['name'], int(row['amount']) * 2])
+print('total', sum(int(x['amount']) for x in rows), file=out)
+buf = io.StringIO('a\nb\n')
+{'rows': rows, 'csv': out.getvalue(), 'lines': buf.readlines(), 'pos': buf.tell()}
+"#;
+    let cpython: serde_json::Value = serde_json::from_str(r#"{"csv": "name,double\r\nacme,240\r\nglobex,160\r\ntotal 200\n", "lines": ["a\n", "b\n"], "pos": 4, "rows": [{"amount": "120", "name": "acme"}, {"amount": "80", "name": "globex"}]}"#).expect("CPython's result is JSON");
+    assert_eq!(result_of(source).await, cpython);
+}
+
+/// Patch 0027: `fill`, `shorten`, `wrap` with its options, `dedent`, `indent`.
+#[tokio::test]
+async fn textwrap_formats_tool_text_as_cpython_does() {
+    let source = r#"
+import textwrap
+r = echo(body='The contract for Acme Corporation ended last week; please reach out to the account owner to discuss renewal options.', title='Quarterly business review with the extended leadership team')
+body = r['value']['body']
+{'fill': textwrap.fill(body, width=40), 'short': textwrap.shorten(r['value']['title'], width=30),
+ 'wrap': textwrap.wrap(body, 50, initial_indent='> ', subsequent_indent='  ', max_lines=2),
+ 'dedent': textwrap.dedent('    Hi,\n      thanks\n    Bye\n'), 'indent': textwrap.indent('a\n\nb', '| ')}
+"#;
+    let cpython: serde_json::Value = serde_json::from_str(r#"{"dedent": "Hi,\n  thanks\nBye\n", "fill": "The contract for Acme Corporation ended\nlast week; please reach out to the\naccount owner to discuss renewal\noptions.", "indent": "| a\n\n| b", "short": "Quarterly business [...]", "wrap": ["> The contract for Acme Corporation ended last", "  week; please reach out to the account [...]"]}"#).expect("CPython's result is JSON");
+    assert_eq!(result_of(source).await, cpython);
+}
+
+/// Patch 0028: `itemgetter`, `attrgetter`, `methodcaller` and the operator functions.
+#[tokio::test]
+async fn operator_getters_sort_and_reduce_tool_data() {
+    let source = r#"
+import functools, operator
+from operator import attrgetter, itemgetter, methodcaller
+r = echo(issues=[{'id': 3, 'due': '2026-12-09', 'owner': 'bo'}, {'id': 1, 'due': '2026-12-01', 'owner': 'al'}, {'id': 2, 'due': '2026-12-01', 'owner': 'cy'}])
+issues = r['value']['issues']
+class P:
+    def __init__(self, name):
+        self.name = name
+{'by_due': [i['id'] for i in sorted(issues, key=itemgetter('due', 'id'))], 'pair': itemgetter('id', 'owner')(issues[0]),
+ 'product': functools.reduce(operator.mul, [i['id'] for i in issues]), 'upper': list(map(methodcaller('upper'), ['a', 'b'])),
+ 'names': sorted(map(attrgetter('name'), [P('z'), P('y')])), 'repr': repr(itemgetter(1)), 'add': operator.add('x', 'y')}
+"#;
+    let cpython: serde_json::Value = serde_json::from_str(r#"{"add": "xy", "by_due": [1, 2, 3], "names": ["y", "z"], "pair": [3, "bo"], "product": 6, "repr": "operator.itemgetter(1)", "upper": ["A", "B"]}"#).expect("CPython's result is JSON");
+    assert_eq!(result_of(source).await, cpython);
+}
+
+/// Patch 0029: exact averages and spread (an int mean stays an int), quantiles, `StatisticsError`.
+#[tokio::test]
+async fn statistics_summarises_tool_numbers_exactly() {
+    let source = r#"
+import statistics
+r = echo(latencies=[120, 95, 310, 101, 99, 130, 87])
+xs = r['value']['latencies']
+try:
+    statistics.mean([])
+    empty = None
+except statistics.StatisticsError as e:
+    empty = str(e)
+{'mean': statistics.mean(xs), 'median': statistics.median(xs), 'stdev': round(statistics.stdev(xs), 6),
+ 'pstdev': statistics.pstdev([1, 2, 3, 4]), 'quartiles': statistics.quantiles(xs, n=4), 'mode': statistics.mode([1, 2, 2, 3]),
+ 'int_mean': statistics.mean([1, 2, 3]), 'fmean': statistics.fmean([0.1, 0.2, 0.3]), 'empty': empty}
+"#;
+    let cpython: serde_json::Value = serde_json::from_str(r#"{"empty": "mean requires at least one data point", "fmean": 0.19999999999999998, "int_mean": 2, "mean": 134.57142857142858, "median": 101, "mode": 2, "pstdev": 1.118033988749895, "quartiles": [95.0, 101.0, 130.0], "stdev": 78.77152}"#).expect("CPython's result is JSON");
+    assert_eq!(result_of(source).await, cpython);
+}
+
+/// Patch 0030: `urllib.parse` imported three ways, quoting, query strings, URL parts and joins.
+#[tokio::test]
+async fn urllib_parse_builds_and_reads_urls() {
+    let source = r#"
+import urllib.parse
+from urllib.parse import quote, urlencode, urljoin, urlparse, parse_qs
+r = echo(base='https://api.example.com/v1/items?page=2&tag=a&tag=b#top', q='café & co')
+u = urlparse(r['value']['base'])
+{'query': urlencode({'q': r['value']['q'], 'limit': 10}), 'quote': quote('a b/c'), 'host': u.hostname, 'path': u.path,
+ 'qs': parse_qs(u.query), 'join': urljoin(r['value']['base'], '../v2/other'), 'unquote': urllib.parse.unquote_plus('caf%C3%A9+%26+co'),
+ 'port': urlparse('http://h:8080/').port, 'parts': list(urllib.parse.urlsplit('http://a/b?c#d'))}
+"#;
+    let cpython: serde_json::Value = serde_json::from_str(r#"{"host": "api.example.com", "join": "https://api.example.com/v2/other", "parts": ["http", "a", "/b", "c", "d"], "path": "/v1/items", "port": 8080, "qs": {"page": ["2"], "tag": ["a", "b"]}, "query": "q=caf%C3%A9+%26+co&limit=10", "quote": "a%20b/c", "unquote": "caf\u00e9 & co"}"#).expect("CPython's result is JSON");
+    assert_eq!(result_of(source).await, cpython);
+}
+
+/// Patches 0024-0025: `asdict` of nested dataclasses as a tool argument, `replace`, `fields`, and `OrderedDict`.
+#[tokio::test]
+async fn dataclasses_asdict_and_ordereddict_work_on_tool_data() {
+    let source = r#"
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, fields, replace
+@dataclass
+class Line:
+    sku: str
+    qty: int
+@dataclass
+class Order:
+    id: int
+    lines: list
+r = echo(order={'id': 7, 'lines': [{'sku': 'A', 'qty': 2}]})
+o = Order(r['value']['order']['id'], [Line(**l) for l in r['value']['order']['lines']])
+sent = echo(order=asdict(replace(o, id=8)))['value']
+cache = OrderedDict()
+for k in ['a', 'b', 'c']:
+    cache[k] = len(cache)
+cache.move_to_end('a')
+oldest = cache.popitem(last=False)
+{'sent': sent, 'fields': [f.name for f in fields(Line)], 'cache': list(cache.items()), 'oldest': oldest, 'repr': repr(cache)}
+"#;
+    let cpython: serde_json::Value = serde_json::from_str(r#"{"cache": [["c", 2], ["a", 0]], "fields": ["sku", "qty"], "oldest": ["b", 1], "repr": "OrderedDict([('c', 2), ('a', 0)])", "sent": {"order": {"id": 8, "lines": [{"qty": 2, "sku": "A"}]}}}"#).expect("CPython's result is JSON");
+    assert_eq!(result_of(source).await, cpython);
+}
+
+/// Patch 0031: `@property` with a setter, `@classmethod`, `@staticmethod`.
+#[tokio::test]
+async fn method_decorators_work_on_tool_data() {
+    let source = r#"
+class Invoice:
+    rate = 0.2
+    def __init__(self, net):
+        self._net = net
+    @property
+    def total(self):
+        return round(self._net * (1 + self.rate), 2)
+    @total.setter
+    def total(self, value):
+        self._net = round(value / (1 + self.rate), 2)
+    @classmethod
+    def from_row(cls, row):
+        return cls(row['net'])
+    @staticmethod
+    def parse(text):
+        return float(text.strip('$'))
+r = echo(rows=[{'net': 100}, {'net': 50}])
+invoices = [Invoice.from_row(row) for row in r['value']['rows']]
+inv = invoices[0]
+inv.total = 240
+{'totals': [i.total for i in invoices], 'net': inv._net, 'parsed': Invoice.parse('$12.5'), 'again': inv.total}
+"#;
+    let cpython: serde_json::Value =
+        serde_json::from_str(r#"{"again": 240.0, "net": 200.0, "parsed": 12.5, "totals": [240.0, 60.0]}"#)
+            .expect("CPython's result is JSON");
+    assert_eq!(result_of(source).await, cpython);
 }

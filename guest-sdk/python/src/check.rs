@@ -98,11 +98,6 @@ const CONSTRUCT_HINTS: &[(&str, &str)] = &[
         "class inheritance (subclasses, custom exceptions, Enum, TypedDict) is not available here: use a plain \
          class or a dict, and return an error value instead of raising a custom exception",
     ),
-    (
-        "method decorators",
-        "@property, @staticmethod and @classmethod are not available here: use a plain method and call it with \
-         parentheses, or a function outside the class",
-    ),
     ("yield", "generators (yield) are not available here: build the values in a list and return the list"),
     (
         "async for",

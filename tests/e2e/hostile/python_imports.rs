@@ -324,20 +324,25 @@ const SHIPPED: &[&str] = &[
     "functools",
     "hashlib",
     "heapq",
+    "io",
     "itertools",
     "json",
     "math",
+    "operator",
     "os",
     "pathlib",
     "posixpath",
     "random",
     "re",
+    "statistics",
     "string",
     "sys",
+    "textwrap",
     "time",
     "tomllib",
     "typing",
     "unicodedata",
+    "urllib",
 ];
 
 /// One script that tries every name and reports, per name, whether the
@@ -416,7 +421,7 @@ async fn from_imports_dotted_imports_and_imports_in_functions_are_refused_too() 
     let client = shared_client().await;
     for (source, module) in [
         ("from subprocess import Popen", "subprocess"),
-        ("import urllib.request", "urllib"),
+        ("import urllib.request", "urllib.request"),
         ("from http.client import HTTPConnection", "http"),
         ("import importlib\nimportlib.import_module('os')", "importlib"),
         ("def f():\n    import socket\n    return socket\nf()", "socket"),
