@@ -256,3 +256,33 @@ inv.total = 240
             .expect("CPython's result is JSON");
     assert_eq!(result_of(source).await, cpython);
 }
+
+/// Patch 0032: a sort whose comparisons are no total order — a `NaN` parsed
+/// from tool data, a `__lt__` that contradicts itself — keeps every item and
+/// the run goes on (before, the guest crashed: the standard library's sort
+/// panics on such a comparator).
+#[tokio::test]
+async fn a_sort_over_nan_scores_or_a_contradicting_lt_keeps_every_item() {
+    let source = r#"
+import random
+r = echo(rows=[{'id': i, 'score': 'nan' if i % 3 == 0 else str(i * 7 % 10)} for i in range(60)])
+rows = r['value']['rows']
+by_score = sorted(rows, key=lambda row: float(row['score']), reverse=True)
+scores = [float(row['score']) for row in rows]
+scores.sort()
+class Flaky:
+    def __init__(self, n):
+        self.n = n
+    def __lt__(self, other):
+        return random.random() < 0.5
+flaky = sorted(Flaky(i) for i in range(200))
+{'ids': sorted(row['id'] for row in by_score), 'nans': sum(1 for s in scores if s != s),
+ 'numbers': [s for s in scores if s == s][:5], 'flaky': sorted(f.n for f in flaky) == list(range(200))}
+"#;
+    let result = result_of(source).await;
+    assert_eq!(result["ids"], serde_json::json!((0..60).collect::<Vec<_>>()));
+    assert_eq!(result["nans"], 20);
+    assert_eq!(result["flaky"], true);
+    // The numbers between the NaNs are not in one sorted run (as in CPython), but none is lost.
+    assert_eq!(result["numbers"].as_array().map(Vec::len), Some(5));
+}
