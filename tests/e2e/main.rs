@@ -19,6 +19,7 @@ mod prepare_cache;
 mod protocol;
 mod python_depth;
 mod python_json;
+mod python_language;
 mod python_modules;
 mod python_runtime;
 mod python_sizes;

@@ -286,3 +286,44 @@ flaky = sorted(Flaky(i) for i in range(200))
     // The numbers between the NaNs are not in one sorted run (as in CPython), but none is lost.
     assert_eq!(result["numbers"].as_array().map(Vec::len), Some(5));
 }
+
+/// Patches 0035-0037: `uuid` (ids from the sandbox's entropy, `uuid5`),
+/// `string.Template` over a tool's data, and `contextlib`'s `suppress` and
+/// `nullcontext`.
+#[tokio::test]
+async fn uuid_template_and_contextlib_work_on_tool_data() {
+    let source = r#"
+import contextlib
+import uuid
+from string import Template
+ids = [uuid.uuid4() for _ in range(3)]
+r = echo(name='Ada', amount='12.50')
+letter = Template('Dear $name, you owe $$${amount}.').substitute(r['value'])
+with contextlib.suppress(KeyError, IndexError):
+    {}['missing']
+passed = 'no'
+try:
+    with contextlib.suppress(KeyError):
+        int('x')
+except ValueError:
+    passed = 'ValueError went through'
+with contextlib.nullcontext(r['value']['name']) as name:
+    pass
+try:
+    Template('$who').substitute({})
+    missing = None
+except KeyError as e:
+    missing = str(e)
+{'versions': [u.version for u in ids], 'unique': len({str(u) for u in ids}), 'shape': [len(str(u)) for u in ids],
+ 'u5': str(uuid.uuid5(uuid.NAMESPACE_DNS, 'example.com')), 'letter': letter,
+ 'safe': Template('$a $b').safe_substitute(a=1), 'passed': passed, 'name': name, 'missing': missing}
+"#;
+    assert_eq!(
+        result_of(source).await,
+        serde_json::json!({
+            "versions": [4, 4, 4], "unique": 3, "shape": [36, 36, 36],
+            "u5": "cfbff0d1-9375-5685-968c-48ce8b15ae17", "letter": "Dear Ada, you owe $12.50.",
+            "safe": "1 $b", "passed": "ValueError went through", "name": "Ada", "missing": "'who'"
+        })
+    );
+}

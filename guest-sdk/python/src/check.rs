@@ -6,7 +6,7 @@
 //! on how to write it instead:
 //!
 //! - [`compile_finding`]: what monty itself refuses when it compiles the
-//!   script (class inheritance, `yield`, `@property`, relative imports, …):
+//!   script (metaclasses, async generators, `async for`, relative imports, …):
 //!   monty is the one judge of its constructs, so a construct a patch adds
 //!   stops being refused with no change here; this module only words the
 //!   hint.
@@ -18,6 +18,10 @@
 //!   for an `enum`) it rules out. The schema is the one the model's typed
 //!   stubs are made from (`tether-turn`'s `stubs.rs`), and the check follows
 //!   the stubs: keyword-only parameters, an optional one may be `None`.
+//!   The same pass finds a base class monty refuses (a built-in type,
+//!   `TypedDict`, a dataclass over a dataclass) and a generator that calls a
+//!   tool handed to a consumer that cannot pause for its calls
+//!   (`tool_generators`: `enumerate(pages())`).
 //!
 //! Only what is certain is refused: an import inside a `try` that catches
 //! `ImportError` (or under `if TYPE_CHECKING:`), a keyword passed through
@@ -36,6 +40,8 @@ use ruff_text_size::{Ranged, TextRange};
 use serde_json::{Map, Value};
 use tether_codes::RunErrorKind;
 use tether_guest::{ScriptError, ToolDoc};
+
+mod tool_generators;
 
 use crate::{
     api::{Bindings, CALL, CALL_ASYNC},
@@ -94,11 +100,17 @@ pub fn compile_finding(exception: &MontyException) -> Option<Finding> {
 /// general hint.
 const CONSTRUCT_HINTS: &[(&str, &str)] = &[
     (
-        "class inheritance",
-        "class inheritance (subclasses, custom exceptions, Enum, TypedDict) is not available here: use a plain \
-         class or a dict, and return an error value instead of raising a custom exception",
+        "metaclasses and class keywords",
+        "metaclasses and class keywords are not available here: write a plain class (a base class of your own is \
+         fine)",
     ),
-    ("yield", "generators (yield) are not available here: build the values in a list and return the list"),
+    ("starred base classes", "class C(*bases) is not available here: name each base class"),
+    (
+        "async generators",
+        "async generators (async def with yield) are not available here: collect the values in a list and return \
+         it, or write a plain generator over awaited results",
+    ),
+    ("yield inside lambda", "yield inside a lambda is not available here: write a def with yield"),
     (
         "async for",
         "async for is not available here: await asyncio.gather(...) of the awaitables and loop over its results \
@@ -159,6 +171,8 @@ pub fn script_findings(source: &str, tools: &[ToolDoc], bindings: &Bindings) -> 
     let body = &parsed.syntax().body;
     let mut bound = BoundNames::default();
     bound.visit_body(body);
+    let tool_generators =
+        tool_generators::tool_generators(body, &|call: &ast::ExprCall| is_tool_call(call, &bound.names, bindings));
     let mut pass = Pass {
         lines: Lines::new(source),
         importable: sandbox::importable_modules(),
@@ -166,8 +180,12 @@ pub fn script_findings(source: &str, tools: &[ToolDoc], bindings: &Bindings) -> 
         params: BTreeMap::new(),
         bindings,
         bound: bound.names,
+        own: bound.own,
+        imported: bound.imported,
+        tool_generators,
         depth: 0,
         imports_guarded: 0,
+        dataclasses: BTreeSet::new(),
         findings: Vec::new(),
     };
     pass.visit_body(body);
@@ -179,12 +197,23 @@ pub fn script_findings(source: &str, tools: &[ToolDoc], bindings: &Bindings) -> 
 #[derive(Default)]
 struct BoundNames {
     names: BTreeSet<String>,
+    /// The names bound otherwise than by an import: what the script itself
+    /// defines (a `class list:` of its own is a base monty takes).
+    own: BTreeSet<String>,
+    /// The names bound by an import: modules, and names taken from them.
+    imported: BTreeSet<String>,
     depth: usize,
 }
 
 impl BoundNames {
     fn bind(&mut self, name: &str) {
         self.names.insert(name.to_owned());
+        self.own.insert(name.to_owned());
+    }
+
+    fn bind_import(&mut self, name: &str) {
+        self.names.insert(name.to_owned());
+        self.imported.insert(name.to_owned());
     }
 }
 
@@ -199,12 +228,12 @@ impl<'a> Visitor<'a> for BoundNames {
             Stmt::Import(import) => {
                 for alias in &import.names {
                     let name = alias.asname.as_ref().unwrap_or(&alias.name).as_str();
-                    self.bind(name.split('.').next().unwrap_or(name));
+                    self.bind_import(name.split('.').next().unwrap_or(name));
                 }
             }
             Stmt::ImportFrom(import) => {
                 for alias in &import.names {
-                    self.bind(alias.asname.as_ref().unwrap_or(&alias.name).as_str());
+                    self.bind_import(alias.asname.as_ref().unwrap_or(&alias.name).as_str());
                 }
             }
             Stmt::Global(ast::StmtGlobal { names, .. }) | Stmt::Nonlocal(ast::StmtNonlocal { names, .. }) => {
@@ -265,9 +294,17 @@ struct Pass<'s> {
     params: BTreeMap<String, Option<Params>>,
     bindings: &'s Bindings,
     bound: BTreeSet<String>,
+    /// The names the script binds otherwise than by an import.
+    own: BTreeSet<String>,
+    /// The names the script binds by an import.
+    imported: BTreeSet<String>,
+    /// The script's generator functions that call a tool.
+    tool_generators: BTreeSet<String>,
     depth: usize,
     /// How many `try` bodies that catch `ImportError` the walk is in.
     imports_guarded: usize,
+    /// The classes defined so far under `@dataclass`, by name.
+    dataclasses: BTreeSet<String>,
     findings: Vec<Finding>,
 }
 
@@ -288,6 +325,10 @@ impl<'a> Visitor<'a> for Pass<'_> {
                 if let Some(module) = import.module.as_ref().filter(|module| module.as_str() != "__future__") {
                     self.check_import(module.as_str(), import.range());
                 }
+            }
+            Stmt::ClassDef(class) => self.check_class_bases(class),
+            Stmt::Assign(assign) if matches!(assign.targets.as_slice(), [Expr::Tuple(_) | Expr::List(_)]) => {
+                self.check_generator_driven_inside(&assign.value, "unpacking");
             }
             Stmt::Try(try_stmt) if try_stmt.handlers.iter().any(catches_import_error) => {
                 self.imports_guarded += 1;
@@ -319,9 +360,19 @@ impl<'a> Visitor<'a> for Pass<'_> {
         if self.depth >= MAX_DEPTH {
             return;
         }
-        if let Expr::Call(call) = expr {
-            self.check_next_of_generator(call);
-            self.check_call(call);
+        match expr {
+            Expr::Call(call) => {
+                self.check_call(call);
+                self.check_generator_consumer(call);
+            }
+            Expr::Compare(compare) => {
+                for (op, right) in compare.ops.iter().zip(compare.comparators().iter()) {
+                    if matches!(op, ast::CmpOp::In | ast::CmpOp::NotIn) {
+                        self.check_generator_driven_inside(right, "`in`");
+                    }
+                }
+            }
+            _ => {}
         }
         self.depth += 1;
         walk_expr(self, expr);
@@ -353,25 +404,84 @@ impl Pass<'_> {
         self.find(range, "ModuleNotFoundError", text);
     }
 
-    /// `next((x for x in xs …))`: monty builds a generator expression as a
-    /// list, eagerly, and a list is no iterator, so the call would fail
-    /// when it runs, after the calls before it. Lazy generators are a
-    /// larger change to monty than a patch this project keeps (its VM has
-    /// no suspended frames outside `async`).
-    fn check_next_of_generator(&mut self, call: &ast::ExprCall) {
-        let Expr::Name(function) = call.func.as_ref() else {
+    /// A class whose base monty refuses when the class statement runs: a
+    /// built-in type, an exception with a constructor of its own (`OSError`,
+    /// `StopIteration`, …), one of `typing`'s special forms, or a dataclass
+    /// under `@dataclass`.
+    /// A base the script defines itself is its own class, and is left to run.
+    fn check_class_bases(&mut self, class: &ast::StmtClassDef) {
+        let bases = class.arguments.as_ref().map_or(&[][..], |arguments| &arguments.args[..]);
+        // `class Level(int, Enum)`: the mixin form of IntEnum, which monty's enum builds.
+        let enum_mixin = bases.iter().any(|base| {
+            let name = match base {
+                Expr::Name(name) => name.id.as_str(),
+                Expr::Attribute(attribute) => attribute.attr.as_str(),
+                _ => "",
+            };
+            matches!(name, "Enum" | "IntEnum" | "StrEnum")
+        });
+        for base in bases {
+            if enum_mixin && matches!(base, Expr::Name(name) if matches!(name.id.as_str(), "int" | "str")) {
+                continue;
+            }
+            let name = match base {
+                Expr::Name(name) if !self.own.contains(name.id.as_str()) => name.id.as_str(),
+                Expr::Attribute(attribute) if matches!(attribute.value.as_ref(), Expr::Name(module) if module.id.as_str() == "typing") => {
+                    attribute.attr.as_str()
+                }
+                _ => continue,
+            };
+            if let Some(text) = refused_base(name) {
+                self.find(base.range(), "TypeError", text);
+            }
+        }
+        if is_dataclass(&class.decorator_list) {
+            for base in bases {
+                if let Expr::Name(name) = base
+                    && self.dataclasses.contains(name.id.as_str())
+                {
+                    let text = format!(
+                        "a dataclass cannot inherit another dataclass here ({} from {}): declare all the fields in \
+                         one dataclass, or drop @dataclass from the subclass and write its __init__",
+                        class.name, name.id
+                    );
+                    self.find(base.range(), "TypeError", text);
+                }
+            }
+            self.dataclasses.insert(class.name.to_string());
+        }
+    }
+
+    /// A generator that calls a tool, handed to a consumer that drives it
+    /// from inside the runtime (`enumerate(pages())`, `'-'.join(pages())`,
+    /// `f(*pages())`): the run would fail at the generator's first call.
+    fn check_generator_consumer(&mut self, call: &ast::ExprCall) {
+        let consumer = tool_generators::consumer_driven_inside(call, &self.imported, &self.own);
+        for arg in call.arguments.args.iter() {
+            match (arg, &consumer) {
+                (Expr::Starred(starred), _) => self.check_generator_driven_inside(&starred.value, "unpacking with *"),
+                (_, Some(consumer)) => self.check_generator_driven_inside(arg, consumer),
+                _ => {}
+            }
+        }
+    }
+
+    fn check_generator_driven_inside(&mut self, expr: &Expr, consumer: &str) {
+        let text = if let Some(generator) = tool_generators::generator_made(expr, &self.tool_generators) {
+            tool_generators::hint(consumer, generator)
+        } else if matches!(expr, Expr::Generator(_))
+            && tool_generators::calls_tool(expr, &|call: &ast::ExprCall| self.is_tool_call(call))
+        {
+            tool_generators::expression_hint(consumer)
+        } else {
             return;
         };
-        if function.id.as_str() != "next" || self.bound.contains("next") {
-            return;
-        }
-        if let Some(Expr::Generator(generator)) = call.arguments.args.first() {
-            let text = "next() of a generator expression is not available here (a generator expression is \
-                        built as a whole list, at once): write next(iter([x for x in xs if ...]), default), or a \
-                        for loop that breaks at the first match if each step calls a tool"
-                .to_owned();
-            self.find(generator.range(), "TypeError", text);
-        }
+        self.find(expr.range(), "NotImplementedError", text);
+    }
+
+    /// Whether `call` calls a tool: its function, or `call`/`call_async`.
+    fn is_tool_call(&self, call: &ast::ExprCall) -> bool {
+        is_tool_call(call, &self.bound, self.bindings)
     }
 
     /// A call of a tool, by its function or by `call`/`call_async` with a
@@ -448,6 +558,111 @@ impl Pass<'_> {
         );
         self.findings.push(Finding { line, column, exception_type: exception_type.to_owned(), text, traceback });
     }
+}
+
+/// Whether `call` calls a tool — its function, or `call`/`call_async` — in a
+/// script that binds `bound` (a name it binds is not the runtime's).
+fn is_tool_call(call: &ast::ExprCall, bound: &BTreeSet<String>, bindings: &Bindings) -> bool {
+    match call.func.as_ref() {
+        Expr::Name(name) => {
+            let name = name.id.as_str();
+            !bound.contains(name) && (name == CALL || name == CALL_ASYNC || bindings.is_tool_function(name))
+        }
+        _ => false,
+    }
+}
+
+/// Why a class cannot take `base` (a built-in name) as its base here, and
+/// what to write instead; `None` for a base monty takes.
+fn refused_base(base: &str) -> Option<String> {
+    const BUILTIN_TYPES: &[&str] = &[
+        "bool",
+        "bytearray",
+        "bytes",
+        "complex",
+        "dict",
+        "float",
+        "frozenset",
+        "int",
+        "list",
+        "memoryview",
+        "range",
+        "set",
+        "slice",
+        "str",
+        "tuple",
+        "type",
+    ];
+    // monty's patch 0039 takes every other built-in exception as a base.
+    const EXCEPTIONS_WITH_OWN_CONSTRUCTORS: &[&str] = &[
+        "OSError",
+        "IOError",
+        "EnvironmentError",
+        "FileNotFoundError",
+        "FileExistsError",
+        "PermissionError",
+        "IsADirectoryError",
+        "NotADirectoryError",
+        "TimeoutError",
+        "ConnectionError",
+        "BrokenPipeError",
+        "ConnectionResetError",
+        "ConnectionRefusedError",
+        "ConnectionAbortedError",
+        "BlockingIOError",
+        "ChildProcessError",
+        "InterruptedError",
+        "ProcessLookupError",
+        "ImportError",
+        "ModuleNotFoundError",
+        "StopIteration",
+        "StopAsyncIteration",
+        "SystemExit",
+        "SyntaxError",
+        "IndentationError",
+        "TabError",
+        "UnicodeDecodeError",
+        "UnicodeEncodeError",
+        "JSONDecodeError",
+        "TOMLDecodeError",
+    ];
+    let text = match base {
+        _ if BUILTIN_TYPES.contains(&base) => format!(
+            "subclassing the built-in type '{base}' is not available here: keep the {base} in an attribute of your \
+             own class (self.value = ...) and write the methods you need"
+        ),
+        "TypedDict" => "TypedDict is not available here: use a plain dict with those keys".to_owned(),
+        "NamedTuple" => {
+            "NamedTuple classes are not available here: use collections.namedtuple('Name', ['a', 'b']) or a \
+             @dataclass"
+                .to_owned()
+        }
+        _ if EXCEPTIONS_WITH_OWN_CONSTRUCTORS.contains(&base) => format!(
+            "subclassing {base} is not available here (its special constructor and attributes are not modelled): \
+             derive your exception from Exception, or ValueError, instead"
+        ),
+        "Protocol" | "Generic" => {
+            format!("{base} cannot be a base here: drop it from the bases, a plain class works by its methods")
+        }
+        _ => return None,
+    };
+    Some(text)
+}
+
+/// Whether a class is decorated with `@dataclass` (`@dataclasses.dataclass`,
+/// with or without arguments).
+fn is_dataclass(decorators: &[ast::Decorator]) -> bool {
+    decorators.iter().any(|decorator| {
+        let target = match &decorator.expression {
+            Expr::Call(call) => call.func.as_ref(),
+            other => other,
+        };
+        match target {
+            Expr::Name(name) => name.id.as_str() == "dataclass",
+            Expr::Attribute(attribute) => attribute.attr.as_str() == "dataclass",
+            _ => false,
+        }
+    })
 }
 
 /// Whether an `except` clause catches a failed import.

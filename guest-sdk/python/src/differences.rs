@@ -69,7 +69,8 @@ mod tests {
         assert!(rows.len() >= 10, "{rows:?}");
         assert!(rows.iter().all(|row| !row.python.is_empty() && !row.tether.is_empty()), "{rows:?}");
         let phrases: Vec<&str> = rows.iter().map(|row| row.phrase).filter(|phrase| !phrase.is_empty()).collect();
-        assert!(phrases.iter().any(|phrase| phrase.contains("class inheritance")), "{phrases:?}");
+        assert!(phrases.iter().any(|phrase| phrase.contains("class inheritance works")), "{phrases:?}");
+        assert!(phrases.iter().any(|phrase| phrase.contains("take list(gen) first")), "{phrases:?}");
         assert!(phrases.iter().any(|phrase| phrase.contains("!repr")), "{phrases:?}");
     }
 }

@@ -10,7 +10,7 @@ const EMAILS_THEN_A_TYPO: &str = "\
 send_email(to='owner@acme.test', subject='Contract ended', body='Renew?')
 send_email(to='cfo@acme.test', subject='Contract ended', body='FYI')
 send_email(to='ceo@acme.test', subjet='Contract ended', body='FYI')
-class Reminder(Exception):
+class Reminder(metaclass=type):
     pass
 ";
 
@@ -34,8 +34,8 @@ async fn a_script_whose_third_line_cannot_run_is_refused_before_any_call_and_aud
     );
     assert!(
         message.contains(
-            "- line 4, column 1: class inheritance (subclasses, custom exceptions, Enum, TypedDict) is not available \
-             here: use a plain class or a dict, and return an error value instead of raising a custom exception"
+            "- line 4, column 1: metaclasses and class keywords are not available here: write a plain class (a base \
+             class of your own is fine)"
         ),
         "monty's own refusal, with its hint: {message}"
     );
@@ -61,7 +61,7 @@ async fn the_same_script_written_as_its_stubs_say_runs_and_sends() {
     // The control: with the keyword fixed and a plain class, the calls happen.
     let (_sidecar, client) = sidecar().await;
     let w = world(&client, PolicyApprover::approve_all(), |b| b);
-    let fixed = EMAILS_THEN_A_TYPO.replace("subjet=", "subject=").replace("(Exception)", "");
+    let fixed = EMAILS_THEN_A_TYPO.replace("subjet=", "subject=").replace("(metaclass=type)", "");
     let result = w.script(&fixed, Value::Null).await;
     assert_eq!(result.status(), CallStatus::Ok, "{result:?}");
     assert_eq!(w.probe.runs("send_email"), 3);

@@ -332,7 +332,7 @@ fn a_script_that_cannot_run_is_refused_before_its_first_call() {
     let mut doc = start_doc("", &["send"], Value::Null);
     doc.tools[0].input_schema = (&json!({"type": "object", "properties": {"to": {"type": "string"}}})).into();
     // Two calls would go out before the bad third line, and a fourth after it.
-    doc.source = "send(to='a')\nsend(to='b')\nsend(too='c')\nclass E(Exception):\n    pass\n".into();
+    doc.source = "send(to='a')\nsend(to='b')\nsend(too='c')\nclass E(metaclass=type):\n    pass\n".into();
     let run = run_doc(doc, SleepBudget::default());
     assert!(run.batches.is_empty(), "no call was made: {:?}", run.batches);
     let error = failure(&run);
@@ -344,7 +344,7 @@ fn a_script_that_cannot_run_is_refused_before_its_first_call() {
         error.message
     );
     assert!(
-        error.message.contains("\n- line 4, column 1: class inheritance (subclasses, custom exceptions"),
+        error.message.contains("\n- line 4, column 1: metaclasses and class keywords are not available here"),
         "monty's refusal is listed too: {}",
         error.message
     );

@@ -1,0 +1,154 @@
+//! Language features real scripts use (issue 25, item 2) that third_party/monty's
+//! patches add: generators, class inheritance with `super()`, and asyncio's
+//! tasks. Each test runs an agent-style script whose tool calls go through
+//! the real sidecar and the Python guest, and checks the values CPython 3.11
+//! gives for the same script (echo's result is `{'value': kwargs}`).
+
+use crate::support::*;
+use tether_backend::pb;
+
+/// Runs `source` over the demo and test tools; the run must succeed. Also
+/// gives the names of the calls the backend received, in order.
+async fn run_ok(source: &str) -> (serde_json::Value, Vec<String>) {
+    let (_sidecar, client) = sidecar().await;
+    let (outcome, recorder) = run_demo(&client, source).await;
+    assert_eq!(outcome.status, pb::RunStatus::Ok, "{outcome:?}");
+    (outcome.result.expect("a finished run has a result"), recorder.names())
+}
+
+/// Patch 0038: a generator that pages through a tool is consumed lazily —
+/// `for` with an early return, `next()`, `sum()` — and its run pauses on
+/// each call inside the generator's frame; `send()` and `yield from` work.
+#[tokio::test]
+async fn a_generator_pages_through_a_tool_lazily() {
+    let source = r#"
+def pages(ids, size):
+    start = 0
+    while start < len(ids):
+        end = start + size
+        r = echo(items=ids[start:end], more=end < len(ids))
+        for item in r['value']['items']:
+            yield item
+        if not r['value']['more']:
+            return
+        start = end
+
+def first(gen, wanted):
+    for x in gen:
+        if wanted(x):
+            return x
+
+g = pages(list(range(10)), 3)
+a, b = next(g), next(g)
+first_big = first(pages(list(range(10)), 3), lambda i: i > 4)
+total = sum(pages(list(range(10)), 4))
+
+def doubler():
+    n = yield 'ready'
+    while True:
+        n = yield n * 2
+
+d = doubler()
+sent = [next(d), d.send(5), d.send(7)]
+
+def outer():
+    yield from pages([1, 2], 5)
+    yield 'done'
+
+{'a': a, 'b': b, 'first_big': first_big, 'total': total, 'sent': sent, 'outer': list(outer()),
+ 'type': type(g).__name__, 'exhausted': next(pages([], 1), 'none')}
+"#;
+    let (result, calls) = run_ok(source).await;
+    assert_eq!(
+        result,
+        serde_json::json!({
+            "a": 0, "b": 1, "first_big": 5, "total": 45, "sent": ["ready", 10, 14],
+            "outer": [1, 2, "done"], "type": "generator", "exhausted": "none"
+        })
+    );
+    // Lazy: `a, b` took one page, `first_big` two of four, `sum` three, `outer` one.
+    assert_eq!(calls, vec!["echo"; 7], "{calls:?}");
+}
+
+/// Patch 0034: subclasses that override a method and reach the base's through
+/// `super()`, class attributes found through the chain, `isinstance`,
+/// `issubclass` and the MRO.
+#[tokio::test]
+async fn subclasses_override_and_call_super_while_calling_tools() {
+    let source = r#"
+class Notifier:
+    channel = 'base'
+    def __init__(self, owner):
+        self.owner = owner
+        self.sent = []
+    def format(self, text):
+        return f'[{self.channel}] {text}'
+    def send(self, text):
+        r = echo(to=self.owner, body=self.format(text))
+        self.sent.append(r['value']['body'])
+        return self
+
+class EmailNotifier(Notifier):
+    channel = 'email'
+
+class UrgentEmail(EmailNotifier):
+    def __init__(self, owner, level):
+        super().__init__(owner)
+        self.level = level
+    def format(self, text):
+        return super().format(text.upper()) + '!' * self.level
+
+notifiers = [Notifier('a'), EmailNotifier('b'), UrgentEmail('c', 2)]
+for n in notifiers:
+    n.send('renew')
+{'sent': [n.sent[0] for n in notifiers], 'email': [isinstance(n, EmailNotifier) for n in notifiers],
+ 'sub': issubclass(UrgentEmail, Notifier), 'mro': [c.__name__ for c in UrgentEmail.__mro__],
+ 'owners': [n.owner for n in notifiers]}
+"#;
+    let (result, calls) = run_ok(source).await;
+    assert_eq!(
+        result,
+        serde_json::json!({
+            "sent": ["[base] renew", "[email] renew", "[email] RENEW!!"], "email": [false, true, true],
+            "sub": true, "mro": ["UrgentEmail", "EmailNotifier", "Notifier", "object"], "owners": ["a", "b", "c"]
+        })
+    );
+    assert_eq!(calls.len(), 3);
+}
+
+/// Patch 0033: `create_task` puts the calls out together, a task is awaited
+/// later (twice), `gather(return_exceptions=True)` keeps the others when one
+/// call fails, and `wait_for` gives the awaitable's result.
+#[tokio::test]
+async fn tasks_gather_with_exceptions_and_wait_for_run_tool_calls() {
+    let source = r#"
+import asyncio
+
+async def contract(cid):
+    return unwrap(await call_async('get_contract', customer_id=cid))
+
+async def main():
+    tasks = [asyncio.create_task(contract(c)) for c in ['c1', 'c2']]
+    owners = [(await t)['owner_email'] for t in tasks]
+    again = (await tasks[0])['customer']
+    results = await asyncio.gather(contract('c3'), contract('c8'), return_exceptions=True)
+    kinds = [type(r).__name__ for r in results]
+    waited = await asyncio.wait_for(contract('c4'), timeout=30)
+    return {'owners': owners, 'again': again, 'kinds': kinds, 'first': results[0]['customer'],
+            'failed': 'c8' in str(results[1]), 'waited': waited['customer'],
+            'done': [t.done() for t in tasks], 'alias': asyncio.TimeoutError is TimeoutError}
+
+asyncio.run(main())
+"#;
+    let (result, calls) = run_ok(source).await;
+    assert_eq!(
+        result,
+        serde_json::json!({
+            "owners": ["dana@example.com", "li@example.com"], "again": "Acme Corp",
+            "kinds": ["dict", "RuntimeError"], "first": "Initech", "failed": true, "waited": "Umbrella",
+            "done": [true, true], "alias": true
+        })
+    );
+    // Awaiting a finished task twice makes no second call.
+    assert_eq!(calls, vec!["get_contract"; 5], "{calls:?}");
+}
