@@ -488,13 +488,13 @@ impl Pass<'_> {
     /// literal name: each keyword its schema does not have, each literal of
     /// a type (or `enum` value) its schema rules out.
     fn check_call(&mut self, call: &ast::ExprCall) {
+        if !self.is_tool_call(call) {
+            return;
+        }
         let Expr::Name(function) = call.func.as_ref() else {
             return;
         };
         let function = function.id.as_str();
-        if self.bound.contains(function) {
-            return;
-        }
         let by_call = function == CALL || function == CALL_ASYNC;
         let tool = if by_call {
             // call("tool", …) or call(name="tool", …)
@@ -505,10 +505,8 @@ impl Pass<'_> {
                 Some(Expr::StringLiteral(name)) => name.value.to_str().to_owned(),
                 _ => return,
             }
-        } else if self.bindings.is_tool_function(function) {
-            function.to_owned()
         } else {
-            return;
+            function.to_owned()
         };
         let Some(params) = self.params(&tool) else {
             return;
