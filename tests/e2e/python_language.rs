@@ -152,3 +152,60 @@ asyncio.run(main())
     // Awaiting a finished task twice makes no second call.
     assert_eq!(calls, vec!["get_contract"; 5], "{calls:?}");
 }
+
+/// Patches 0042 and 0043: a function or generator that calls a tool, handed
+/// to `sorted(key=)`, `min`/`max(key=)`, `map`, `filter`, `enumerate`, `zip`,
+/// `str.join` or `in`, pauses at each call as a `for` does, and the calls go
+/// out in CPython's order, no more of them: an `enumerate` loop left by
+/// `break`, `zip` stopping at its shorter side, `in` stopping at the match,
+/// `next(map(...))` making one call.
+#[tokio::test]
+async fn builtins_that_call_back_pause_at_each_tool_call_in_cpython_order() {
+    let source = r#"
+def pages(n):
+    for i in range(n):
+        r = echo(page=i)
+        yield r['value']['page']
+
+def score(x):
+    return echo(score=-x)['value']['score']
+
+ranked = sorted([3, 1, 2], key=score)
+newest = sorted(['b', 'a', 'c'], key=lambda s: echo(k=s)['value']['k'], reverse=True)
+best = max([3, 1, 2], key=lambda x: echo(v=x % 3)['value']['v'])
+least = min([4, 5], key=score, default=None)
+doubled = list(map(lambda x: echo(x=x * 2)['value']['x'], [1, 2]))
+kept = list(filter(lambda x: echo(keep=x > 1)['value']['keep'], [1, 2, 3]))
+seen = []
+for i, p in enumerate(pages(10)):
+    seen.append([i, p])
+    if i == 2:
+        break
+pairs = list(zip(pages(5), 'ab'))
+joined = '-'.join(str(p) for p in pages(3))
+found = 1 in pages(5)
+first = next(map(score, [5, 6, 7]))
+{'ranked': ranked, 'newest': newest, 'best': best, 'least': least, 'doubled': doubled, 'kept': kept,
+ 'seen': seen, 'pairs': pairs, 'joined': joined, 'found': found, 'first': first}
+"#;
+    let (_sidecar, client) = sidecar().await;
+    let (outcome, recorder) = run_demo(&client, source).await;
+    assert_eq!(outcome.status, pb::RunStatus::Ok, "{outcome:?}");
+    assert_eq!(
+        outcome.result.expect("a finished run has a result"),
+        serde_json::json!({
+            "ranked": [3, 2, 1], "newest": ["c", "b", "a"], "best": 2, "least": 5, "doubled": [2, 4],
+            "kept": [2, 3], "seen": [[0, 0], [1, 1], [2, 2]], "pairs": [[0, "a"], [1, "b"]], "joined": "0-1-2",
+            "found": true, "first": -5
+        })
+    );
+    // CPython 3.11's calls for the same script, in order.
+    let expected = serde_json::json!([
+        {"score": -3}, {"score": -1}, {"score": -2}, {"k": "b"}, {"k": "a"}, {"k": "c"}, {"v": 0}, {"v": 1},
+        {"v": 2}, {"score": -4}, {"score": -5}, {"x": 2}, {"x": 4}, {"keep": false}, {"keep": true},
+        {"keep": true}, {"page": 0}, {"page": 1}, {"page": 2}, {"page": 0}, {"page": 1}, {"page": 2},
+        {"page": 0}, {"page": 1}, {"page": 2}, {"page": 0}, {"page": 1}, {"score": -5}
+    ]);
+    let calls: Vec<serde_json::Value> = recorder.calls.lock().unwrap().iter().map(|call| call.args.clone()).collect();
+    assert_eq!(serde_json::Value::Array(calls), expected);
+}

@@ -19,9 +19,10 @@
 //!   stubs are made from (`tether-turn`'s `stubs.rs`), and the check follows
 //!   the stubs: keyword-only parameters, an optional one may be `None`.
 //!   The same pass finds a base class monty refuses (a built-in type,
-//!   `TypedDict`, a dataclass over a dataclass) and a generator that calls a
-//!   tool handed to a consumer that cannot pause for its calls
-//!   (`tool_generators`: `enumerate(pages())`).
+//!   `TypedDict`, a dataclass over a dataclass), and a generator or a
+//!   function that calls a tool handed to a consumer that would drive it
+//!   from inside the runtime, where its calls cannot pause (`pausing`:
+//!   `reversed(pages())`, `itertools.groupby(xs, key=owner_of)`).
 //!
 //! Only what is certain is refused: an import inside a `try` that catches
 //! `ImportError` (or under `if TYPE_CHECKING:`), a keyword passed through
@@ -41,7 +42,7 @@ use serde_json::{Map, Value};
 use tether_codes::RunErrorKind;
 use tether_guest::{ScriptError, ToolDoc};
 
-mod tool_generators;
+mod pausing;
 
 use crate::{
     api::{Bindings, CALL, CALL_ASYNC},
@@ -171,8 +172,8 @@ pub fn script_findings(source: &str, tools: &[ToolDoc], bindings: &Bindings) -> 
     let body = &parsed.syntax().body;
     let mut bound = BoundNames::default();
     bound.visit_body(body);
-    let tool_generators =
-        tool_generators::tool_generators(body, &|call: &ast::ExprCall| is_tool_call(call, &bound.names, bindings));
+    let tool_callers =
+        pausing::ToolCallers::of(body, &|call: &ast::ExprCall| is_tool_call(call, &bound.names, bindings));
     let mut pass = Pass {
         lines: Lines::new(source),
         importable: sandbox::importable_modules(),
@@ -182,7 +183,7 @@ pub fn script_findings(source: &str, tools: &[ToolDoc], bindings: &Bindings) -> 
         bound: bound.names,
         own: bound.own,
         imported: bound.imported,
-        tool_generators,
+        tool_callers,
         depth: 0,
         imports_guarded: 0,
         dataclasses: BTreeSet::new(),
@@ -298,8 +299,8 @@ struct Pass<'s> {
     own: BTreeSet<String>,
     /// The names the script binds by an import.
     imported: BTreeSet<String>,
-    /// The script's generator functions that call a tool.
-    tool_generators: BTreeSet<String>,
+    /// The script's functions and generators that call a tool.
+    tool_callers: pausing::ToolCallers,
     depth: usize,
     /// How many `try` bodies that catch `ImportError` the walk is in.
     imports_guarded: usize,
@@ -326,9 +327,9 @@ impl<'a> Visitor<'a> for Pass<'_> {
                     self.check_import(module.as_str(), import.range());
                 }
             }
-            Stmt::ClassDef(class) => self.check_class_bases(class),
-            Stmt::Assign(assign) if matches!(assign.targets.as_slice(), [Expr::Tuple(_) | Expr::List(_)]) => {
-                self.check_generator_driven_inside(&assign.value, "unpacking");
+            Stmt::ClassDef(class) => {
+                self.check_class_bases(class);
+                self.check_special_methods(class);
             }
             Stmt::Try(try_stmt) if try_stmt.handlers.iter().any(catches_import_error) => {
                 self.imports_guarded += 1;
@@ -360,19 +361,11 @@ impl<'a> Visitor<'a> for Pass<'_> {
         if self.depth >= MAX_DEPTH {
             return;
         }
-        match expr {
-            Expr::Call(call) => {
-                self.check_call(call);
-                self.check_generator_consumer(call);
-            }
-            Expr::Compare(compare) => {
-                for (op, right) in compare.ops.iter().zip(compare.comparators().iter()) {
-                    if matches!(op, ast::CmpOp::In | ast::CmpOp::NotIn) {
-                        self.check_generator_driven_inside(right, "`in`");
-                    }
-                }
-            }
-            _ => {}
+        if let Expr::Call(call) = expr {
+            self.check_call(call);
+            self.check_generator_consumer(call);
+            self.check_callback_consumer(call);
+            self.check_function_replacement(call);
         }
         self.depth += 1;
         walk_expr(self, expr);
@@ -402,6 +395,26 @@ impl Pass<'_> {
             self.importable.join(", ")
         );
         self.find(range, "ModuleNotFoundError", text);
+    }
+
+    /// The special methods of `class` that call a tool and that the runtime
+    /// calls from inside itself (`__getitem__`, `__str__`, ...).
+    fn check_special_methods(&mut self, class: &ast::StmtClassDef) {
+        let found: Vec<_> = class
+            .body
+            .iter()
+            .filter_map(|stmt| match stmt {
+                Stmt::FunctionDef(method) => {
+                    let calls = |call: &ast::ExprCall| self.tool_callers.calls_tool(call, &|c| self.is_tool_call(c));
+                    pausing::special_method_hint(class.name.as_str(), method, &calls)
+                        .map(|text| (method.name.range(), text))
+                }
+                _ => None,
+            })
+            .collect();
+        for (range, text) in found {
+            self.find(range, "NotImplementedError", text);
+        }
     }
 
     /// A class whose base monty refuses when the class statement runs: a
@@ -453,30 +466,89 @@ impl Pass<'_> {
     }
 
     /// A generator that calls a tool, handed to a consumer that drives it
-    /// from inside the runtime (`enumerate(pages())`, `'-'.join(pages())`,
-    /// `f(*pages())`): the run would fail at the generator's first call.
+    /// from inside the runtime (`statistics.mean(pages())`,
+    /// `s.union(pages())`): the run would fail at the generator's first call.
     fn check_generator_consumer(&mut self, call: &ast::ExprCall) {
-        let consumer = tool_generators::consumer_driven_inside(call, &self.imported, &self.own);
+        let Some(consumer) = pausing::consumer_driven_inside(call, &self.imported, &self.own) else {
+            return;
+        };
         for arg in call.arguments.args.iter() {
-            match (arg, &consumer) {
-                (Expr::Starred(starred), _) => self.check_generator_driven_inside(&starred.value, "unpacking with *"),
-                (_, Some(consumer)) => self.check_generator_driven_inside(arg, consumer),
-                _ => {}
-            }
+            let arg = match arg {
+                Expr::Starred(starred) => &starred.value,
+                arg => arg,
+            };
+            self.check_generator_driven_inside(arg, &consumer);
         }
     }
 
     fn check_generator_driven_inside(&mut self, expr: &Expr, consumer: &str) {
-        let text = if let Some(generator) = tool_generators::generator_made(expr, &self.tool_generators) {
-            tool_generators::hint(consumer, generator)
-        } else if matches!(expr, Expr::Generator(_))
-            && tool_generators::calls_tool(expr, &|call: &ast::ExprCall| self.is_tool_call(call))
-        {
-            tool_generators::expression_hint(consumer)
+        let text = if let Some(generator) = pausing::generator_made(expr, &self.tool_callers.generators) {
+            pausing::hint(consumer, generator)
+        } else if matches!(expr, Expr::Generator(_)) && self.calls_tool(expr) {
+            pausing::expression_hint(consumer)
         } else {
             return;
         };
         self.find(expr.range(), "NotImplementedError", text);
+    }
+
+    /// A function or lambda that calls a tool, handed to a module's function
+    /// that calls it back from inside the runtime
+    /// (`itertools.groupby(xs, key=owner_of)`): the run would fail at its
+    /// first call.
+    fn check_callback_consumer(&mut self, call: &ast::ExprCall) {
+        let Some(consumer) = pausing::callback_driven_inside(call, &self.imported, &self.own) else {
+            return;
+        };
+        let args = call.arguments.args.iter().chain(call.arguments.keywords.iter().map(|keyword| &keyword.value));
+        let found: Vec<_> = args
+            .filter_map(|arg| match arg {
+                Expr::Name(name) if self.tool_callers.functions.contains(name.id.as_str()) => {
+                    Some((arg.range(), pausing::callback_hint(&consumer, Some(name.id.as_str()))))
+                }
+                Expr::Lambda(_) if self.calls_tool(arg) => Some((arg.range(), pausing::callback_hint(&consumer, None))),
+                _ => None,
+            })
+            .collect();
+        for (range, text) in found {
+            self.find(range, "NotImplementedError", text);
+        }
+    }
+
+    /// `re.sub(pattern, function, text)` (or `subn`, or a compiled
+    /// pattern's): monty's `re` takes a string replacement only.
+    fn check_function_replacement(&mut self, call: &ast::ExprCall) {
+        let Expr::Attribute(attribute) = call.func.as_ref() else {
+            return;
+        };
+        let method = attribute.attr.as_str();
+        if method != "sub" && method != "subn" {
+            return;
+        }
+        let by_module = matches!(attribute.value.as_ref(), Expr::Name(module) if module.id.as_str() == "re"
+            && self.imported.contains("re") && !self.own.contains("re"));
+        let args = &call.arguments.args;
+        let replacement = if by_module { args.get(1) } else { args.first() }
+            .or_else(|| call.arguments.find_keyword("repl").map(|keyword| &keyword.value));
+        let is_function = match replacement {
+            Some(Expr::Lambda(_)) => true,
+            Some(Expr::Name(name)) => self.tool_callers.defined.contains(name.id.as_str()),
+            _ => false,
+        };
+        if let Some(replacement) = replacement.filter(|_| is_function) {
+            let shown = if by_module { format!("re.{method}()") } else { format!(".{method}()") };
+            let text = format!(
+                "{shown} with a function as the replacement is not available here: build the text in a loop over \
+                 re.finditer(...) (m.start(), m.end(), m.group()), or pass a replacement string such as r'\\1'"
+            );
+            self.find(replacement.range(), "NotImplementedError", text);
+        }
+    }
+
+    /// Whether a generator expression's or a lambda's own body calls a tool,
+    /// directly or through the script's functions.
+    fn calls_tool(&self, expr: &Expr) -> bool {
+        pausing::calls_tool(expr, &|call: &ast::ExprCall| self.tool_callers.calls_tool(call, &|c| self.is_tool_call(c)))
     }
 
     /// Whether `call` calls a tool: its function, or `call`/`call_async`.

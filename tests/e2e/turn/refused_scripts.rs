@@ -66,3 +66,47 @@ async fn the_same_script_written_as_its_stubs_say_runs_and_sends() {
     assert_eq!(result.status(), CallStatus::Ok, "{result:?}");
     assert_eq!(w.probe.runs("send_email"), 3);
 }
+
+/// An email goes out, then the script reaches a tool call the runtime would
+/// make from inside itself: a special method and a `groupby` key. Where the
+/// run would once have failed at that call, after the email, it is refused
+/// before it starts.
+const EMAIL_THEN_CALLS_THAT_CANNOT_PAUSE: &str = "\
+import itertools
+def lookup(customer):
+    return get_contract(customer_id=customer)['value']
+class Contracts:
+    def __getitem__(self, customer):
+        return lookup(customer)
+def owner(customer):
+    return lookup(customer)['owner_email']
+send_email(to='owner@acme.test', subject='Contract ended', body='Renew?')
+by_owner = {o: list(g) for o, g in itertools.groupby(['c1', 'c2'], key=owner)}
+";
+
+#[tokio::test]
+async fn tool_calls_the_runtime_would_make_from_inside_itself_are_refused_before_any_call() {
+    let (_sidecar, client) = sidecar().await;
+    let w = world(&client, PolicyApprover::approve_all(), |b| b);
+    let result = w.script(EMAIL_THEN_CALLS_THAT_CANNOT_PAUSE, Value::Null).await;
+    let CallOutcome::ToolError { code, message } = &result.outcome else {
+        panic!("the run_script call was not refused: {result:?}");
+    };
+    assert_eq!(code, "script_refused", "{message}");
+    assert!(
+        message.contains(
+            "- line 5, column 9: Contracts.__getitem__ calls a tool, but the runtime calls __getitem__ from inside \
+             itself, where a tool call cannot pause: make it a plain method (def getitem(self, ...)) and call that"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains(
+            "- line 10, column 72: itertools.groupby() cannot pause for the tool calls of owner() here (it calls it \
+             from inside the runtime)"
+        ),
+        "found through owner(), which calls the tool through lookup(): {message}"
+    );
+    assert_eq!(w.probe.runs("send_email"), 0);
+    assert!(w.probe.world.outbox().is_empty());
+}

@@ -295,42 +295,152 @@ fn a_base_class_monty_refuses_is_found_with_what_to_write_instead() {
 
 #[test]
 fn a_tool_calling_generator_handed_to_a_consumer_that_cannot_pause_is_found() {
-    let pages = "import itertools\ndef pages():\n    r = list_issues(limit=2)\n    yield from r['value']\n";
+    let pages = "import statistics, itertools\nfrom statistics import median\n\
+                 def pages():\n    r = list_issues(limit=2)\n    yield from r['value']\n";
     let cases = [
         (
-            "for i, issue in enumerate(pages()):\n    pass\n",
-            "enumerate() cannot pause for the tool calls of the generator pages()",
+            "m = statistics.mean(pages())\n",
+            "statistics.mean() cannot pause for the tool calls of the generator pages()",
         ),
-        ("x = '-'.join(pages())\n", ".join() cannot pause"),
-        ("x = list(itertools.islice(pages(), 3))\n", "itertools.islice() cannot pause"),
-        ("a, b = pages()\n", "unpacking cannot pause"),
-        ("print(*pages())\n", "unpacking with * cannot pause"),
-        ("found = 7 in pages()\n", "`in` cannot pause"),
+        ("m = median(pages())\n", "median() cannot pause"),
+        ("s = {1}.union(pages())\n", ".union() cannot pause"),
+        ("d = dict.fromkeys(pages())\n", ".fromkeys() cannot pause"),
+        ("g = list(itertools.groupby(pages()))\n", "itertools.groupby() cannot pause"),
     ];
     for (usage, text) in cases {
         let found = finding(&format!("{pages}{usage}"));
-        assert_eq!((found.line, found.exception_type.as_str()), (5, "NotImplementedError"), "{usage}: {found:#?}");
+        assert_eq!((found.line, found.exception_type.as_str()), (6, "NotImplementedError"), "{usage}: {found:#?}");
         assert!(found.text.starts_with(text), "{usage}: {}", found.text);
         assert!(found.text.contains("list(pages(...))"), "{}", found.text);
     }
-    // What drives a generator through Python frames pauses at its calls, and a generator that calls no tool
-    // (or a consumer the script defines) may go anywhere.
+    // What drives a generator through Python frames pauses at its calls (patches 0038, 0041-0043), and a
+    // generator that calls no tool (or a consumer the script defines) may go anywhere.
     assert_clean(&format!(
         "{pages}for x in pages():\n    pass\nxs = [x for x in pages()]\nn = sum(1 for _ in pages())\n\
-         s = sorted(pages())\ng = pages()\nfirst = next(g)\nys = list(enumerate(list(pages())))\n"
+         s = sorted(pages())\ng = pages()\nfirst = next(g)\nfor i, x in enumerate(pages()):\n    pass\n\
+         z = list(zip(pages(), [1]))\nj = '-'.join(pages())\nfound = 7 in pages()\na, b = pages()\nprint(*pages())\n\
+         xs.extend(pages())\nt = list(itertools.islice(pages(), 3))\nm = statistics.mean(list(pages()))\n"
     ));
-    assert_clean("def nums():\n    yield 1\n    yield 2\nx = list(enumerate(nums()))\na, b = nums()\n");
-    // A generator expression that calls a tool, likewise; a lazy one is fine where Python code drives it.
-    let found = finding("ids = [1, 2]\nowners = ', '.join(str(list_issues(limit=n)['value']) for n in ids)\n");
+    assert_clean("import statistics\ndef nums():\n    yield 1\n    yield 2\nx = statistics.mean(nums())\n");
+    // A generator expression that calls a tool, likewise, also through the script's own functions.
+    let found = finding(
+        "import statistics\ndef size(n):\n    return len(list_issues(limit=n)['value'])\n\
+         m = statistics.mean(size(n) for n in [1, 2])\n",
+    );
     assert!(
-        found.text.starts_with(".join() cannot pause for the tool calls in this generator expression"),
+        found.text.starts_with("statistics.mean() cannot pause for the tool calls in this generator expression"),
         "{}",
         found.text
     );
     assert!(found.text.ends_with("write a list comprehension, [... for ...], instead"), "{}", found.text);
     assert_clean(
         "ids = [1, 2]\nfirst = next((n for n in ids if list_issues(limit=n)['ok']), None)\n\
-         any(list_issues(limit=n)['ok'] for n in ids)\nnames = ', '.join(str(n) for n in ids)\n",
+         any(list_issues(limit=n)['ok'] for n in ids)\nnames = ', '.join(str(list_issues(limit=n)) for n in ids)\n",
     );
-    assert_clean(&format!("{pages}def enumerate(xs):\n    return xs\nx = enumerate(pages())\n"));
+    assert_clean(&format!("{pages}def mean(xs):\n    return xs\nx = mean(pages())\n"));
+}
+
+#[test]
+fn a_tool_calling_function_handed_to_a_module_function_that_calls_it_back_is_found() {
+    let owner = "import itertools, heapq\nfrom collections import defaultdict\n\
+                 def owner(i):\n    return list_issues(limit=i)['value']\n\
+                 def owner_of(i):\n    return owner(i)\n";
+    let cases = [
+        (
+            "g = itertools.groupby([1, 2], key=owner)\n",
+            "itertools.groupby() cannot pause for the tool calls of owner()",
+        ),
+        // Through another of the script's functions.
+        (
+            "top = heapq.nlargest(2, [1, 2], key=owner_of)\n",
+            "heapq.nlargest() cannot pause for the tool calls of owner_of()",
+        ),
+        (
+            "d = defaultdict(lambda: list_issues(limit=1))\n",
+            "defaultdict() cannot pause for the tool calls of this lambda",
+        ),
+        ("d = list(itertools.takewhile(lambda i: owner(i), [1]))\n", "itertools.takewhile() cannot pause"),
+    ];
+    for (usage, text) in cases {
+        let found = finding(&format!("{owner}{usage}"));
+        assert_eq!((found.line, found.exception_type.as_str()), (7, "NotImplementedError"), "{usage}: {found:#?}");
+        assert!(found.text.starts_with(text), "{usage}: {}", found.text);
+        assert!(
+            found.text.ends_with("in a for loop or a list comprehension, and hand them their results"),
+            "{}",
+            found.text
+        );
+    }
+    // Functions that call no tool go anywhere; the builtins and functools.reduce call back through Python frames;
+    // a groupby the script defines is its own.
+    assert_clean(&format!(
+        "{owner}def size(x):\n    return len(x)\ng = itertools.groupby([1, 2], key=size)\n\
+         d = defaultdict(list)\nimport functools\nt = functools.reduce(lambda a, i: a + len(owner(i)), [1], 0)\n\
+         s = sorted([1, 2], key=owner)\n"
+    ));
+    assert_clean(
+        "def groupby(xs, key):\n    return xs\ndef f(i):\n    return list_issues(limit=i)\nx = groupby([1], key=f)\n",
+    );
+}
+
+#[test]
+fn a_special_method_that_calls_a_tool_where_the_runtime_cannot_pause_is_found() {
+    let lookup = "def fetch(i):\n    return list_issues(limit=i)['value']\n";
+    let cases = [
+        (
+            "class Issues:\n    def __getitem__(self, i):\n        return fetch(i)\n",
+            "Issues.__getitem__ calls a tool",
+            "def getitem(self, ...)",
+        ),
+        (
+            "class Issue:\n    def __str__(self):\n        return str(list_issues(limit=1))\n",
+            "Issue.__str__ calls a tool",
+            "def str(self, ...)",
+        ),
+        (
+            "class Pages:\n    def __iter__(self):\n        return iter(fetch(1))\n",
+            "Pages.__iter__",
+            "write a generator function",
+        ),
+        (
+            "from dataclasses import dataclass\n@dataclass\nclass Row:\n    i: int\n    def __post_init__(self):\n        self.v = fetch(self.i)\n",
+            "Row.__post_init__",
+            "pass its result as a field",
+        ),
+    ];
+    for (class, text, instead) in cases {
+        let found = finding(&format!("{lookup}{class}"));
+        assert_eq!(found.exception_type, "NotImplementedError", "{found:#?}");
+        assert!(found.text.starts_with(text), "{}", found.text);
+        assert!(found.text.contains(instead), "{}", found.text);
+        assert!(found.traceback.contains("def __"), "the finding points at the method: {}", found.traceback);
+    }
+    // The constructor, a call of the instance, `with`, plain methods, properties, and special methods that call
+    // no tool all run where a call pauses.
+    assert_clean(&format!(
+        "{lookup}class Client:\n    def __init__(self):\n        self.first = fetch(1)\n    def __call__(self, i):\n        \
+         return fetch(i)\n    def __enter__(self):\n        return fetch(0)\n    def __exit__(self, *a):\n        fetch(0)\n    \
+         def get(self, i):\n        return fetch(i)\n    @property\n    def size(self):\n        return len(fetch(1))\n    \
+         def __len__(self):\n        return 3\n"
+    ));
+}
+
+#[test]
+fn a_function_as_a_regex_replacement_is_found() {
+    let found = finding("import re\nx = re.sub(r'\\d+', lambda m: str(int(m.group()) * 2), 'a1b22')\n");
+    assert_eq!((found.line, found.column, found.exception_type.as_str()), (2, 20, "NotImplementedError"), "{found:#?}");
+    assert!(
+        found.text.starts_with("re.sub() with a function as the replacement is not available here"),
+        "{}",
+        found.text
+    );
+    let found =
+        finding("import re\ndef up(m):\n    return m.group().upper()\np = re.compile('a')\ny = p.subn(up, 'banana')\n");
+    assert_eq!(found.line, 5, "{found:#?}");
+    assert!(found.text.starts_with(".subn() with a function as the replacement"), "{}", found.text);
+    // A replacement string, a variable holding one, and a `sub` of the script's own are fine.
+    assert_clean(
+        "import re\nr = 'x'\na = re.sub('a', r'\\1', 'b')\nb = re.sub('a', r, 'b')\nc = re.compile('a').sub('-', 'a')\n",
+    );
+    assert_clean("class Calc:\n    def sub(self, a, b):\n        return a - b\nx = Calc().sub(3, 1)\n");
 }
