@@ -153,6 +153,54 @@ asyncio.run(main())
     assert_eq!(calls, vec!["get_contract"; 5], "{calls:?}");
 }
 
+/// Patch 0044: `wait_for` enforces its timeout where the script waits on its
+/// own (a sleep): the awaited work is cancelled and makes no call after it.
+/// A tool call already out is answered, and its answer delivered, however
+/// long it takes: the turn checks, approves, runs and audits it, and the
+/// answer is not thrown away. Here `hold` is released well after its
+/// `wait_for`'s timeout.
+#[tokio::test]
+async fn wait_for_times_out_a_sleep_and_delivers_a_call_that_was_answered() {
+    let source = r#"
+import asyncio
+
+async def slow():
+    await asyncio.sleep(5)
+    echo(after='the sleep')
+    return 'slow'
+
+async def held():
+    return (await call_async('hold'))['value']
+
+async def main():
+    try:
+        await asyncio.wait_for(slow(), timeout=0.05)
+        timed_out = 'no'
+    except asyncio.TimeoutError as e:
+        timed_out = type(e).__name__ + repr(str(e))
+    fast = await asyncio.wait_for(asyncio.sleep(0.01, result='fast'), timeout=5)
+    answered = await asyncio.wait_for(held(), timeout=0.05)
+    after = await asyncio.wait_for(call_async('echo', n=1), timeout=30)
+    return {'timed_out': timed_out, 'fast': fast, 'answered': answered, 'after': after['value']}
+
+asyncio.run(main())
+"#;
+    let (_sidecar, client) = sidecar().await;
+    let (run, recorder) = spawn_held(&client, demo_request(source)).await;
+    // The script is in `hold`, whose timer started before the call went out:
+    // after this, the timer is due whenever the answer comes.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    recorder.release();
+    let outcome = run.await.expect("the run's task").expect("the run completes");
+    assert_eq!(outcome.status, pb::RunStatus::Ok, "{outcome:?}");
+    assert_eq!(
+        outcome.result.expect("a finished run has a result"),
+        serde_json::json!({"timed_out": "TimeoutError''", "fast": "fast", "answered": "released", "after": {"n": 1}})
+    );
+    // The cancelled coroutine made no call after its sleep.
+    assert_eq!(recorder.names(), vec!["hold", "echo"]);
+}
+
 /// Patches 0042 and 0043: a function or generator that calls a tool, handed
 /// to `sorted(key=)`, `min`/`max(key=)`, `map`, `filter`, `enumerate`, `zip`,
 /// `str.join` or `in`, pauses at each call as a `for` does, and the calls go
