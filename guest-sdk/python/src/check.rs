@@ -28,7 +28,11 @@
 //! `ImportError` (or under `if TYPE_CHECKING:`), a keyword passed through
 //! `**kwargs`, a tool whose name the script binds to something else, a
 //! value that is not a literal, a schema that admits other keys or that
-//! this pass cannot read: none is refused.
+//! this pass cannot read: none is refused. One exception, on purpose: a
+//! special method that calls a tool (`__getitem__`, `__str__`, ...) is
+//! refused where it is defined, though a script might only ever call it by
+//! name, because a class defines one for the runtime to call, and the run
+//! would fail there after the calls before it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -472,11 +476,9 @@ impl Pass<'_> {
         let Some(consumer) = pausing::consumer_driven_inside(call, &self.imported, &self.own) else {
             return;
         };
-        for arg in call.arguments.args.iter() {
-            let arg = match arg {
-                Expr::Starred(starred) => &starred.value,
-                arg => arg,
-            };
+        // A starred argument hands the consumer the generator's items, which
+        // `f(*g)` collects in a Python frame (and `*(genexpr)` builds as a list).
+        for arg in call.arguments.args.iter().filter(|arg| !arg.is_starred_expr()) {
             self.check_generator_driven_inside(arg, &consumer);
         }
     }

@@ -198,11 +198,23 @@ impl<'a> Visitor<'a> for OwnBody<'_> {
 }
 
 /// Whether `expr` (a generator expression or a lambda) calls a tool in its
-/// own body.
+/// own body. A generator expression's outermost iterable is not its body:
+/// it is evaluated where the expression is written, where a call pauses.
 pub(super) fn calls_tool(expr: &Expr, is_tool_call: &dyn Fn(&ast::ExprCall) -> bool) -> bool {
     let mut own = OwnBody { is_tool_call, yields: false, calls_tool: false };
     match expr {
         Expr::Lambda(lambda) => own.visit_expr(&lambda.body),
+        Expr::Generator(generator) => {
+            own.visit_expr(&generator.elt);
+            for (n, comprehension) in generator.generators.iter().enumerate() {
+                if n > 0 {
+                    own.visit_expr(&comprehension.iter);
+                }
+                for condition in &comprehension.ifs {
+                    own.visit_expr(condition);
+                }
+            }
+        }
         _ => own.visit_expr(expr),
     }
     own.calls_tool

@@ -338,6 +338,15 @@ fn a_tool_calling_generator_handed_to_a_consumer_that_cannot_pause_is_found() {
          any(list_issues(limit=n)['ok'] for n in ids)\nnames = ', '.join(str(list_issues(limit=n)) for n in ids)\n",
     );
     assert_clean(&format!("{pages}def mean(xs):\n    return xs\nx = mean(pages())\n"));
+    // Starred, a consumer gets the items, collected where they are written; a generator expression's outermost
+    // iterable is evaluated where it is written too.
+    assert_clean(
+        "import asyncio, statistics\nasync def main(ids):\n    \
+         return await asyncio.gather(*(call_async('list_issues', limit=n) for n in ids))\n\
+         m = statistics.mean(len(x) for x in list_issues(limit=2)['value'])\n",
+    );
+    let found = finding("import statistics\nm = statistics.mean(n for n in [1] if list_issues(limit=n)['ok'])\n");
+    assert!(found.text.starts_with("statistics.mean() cannot pause"), "{}", found.text);
 }
 
 #[test]
