@@ -409,7 +409,8 @@ impl Pass<'_> {
             .iter()
             .filter_map(|stmt| match stmt {
                 Stmt::FunctionDef(method) => {
-                    let calls = |call: &ast::ExprCall| self.tool_callers.calls_tool(call, &|c| self.is_tool_call(c));
+                    let calls =
+                        |call: &ast::ExprCall| self.tool_callers.runs_tool_call(call, &|c| self.is_tool_call(c));
                     pausing::special_method_hint(class.name.as_str(), method, &calls)
                         .map(|text| (method.name.range(), text))
                 }

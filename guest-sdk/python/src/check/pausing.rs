@@ -16,9 +16,11 @@
 //!   `heapq.nlargest(key=...)` or `collections.defaultdict(...)`;
 //! - a special method that calls a tool, which the runtime calls from inside
 //!   for an operator, a conversion or a protocol (`__getitem__` for `obj[k]`,
-//!   `__str__` for an f-string, `__iter__` for a `for`, `__post_init__`).
+//!   `__str__` for an f-string, `__len__` for `len(obj)`, `__post_init__`).
 //!   Only `__init__`, `__call__`, `__enter__` and `__exit__` are called as
-//!   Python frames (measured in the sandbox, method by method).
+//!   Python frames (measured in the sandbox, method by method); a special
+//!   method that is a generator (`__iter__` with `yield`) only makes one,
+//!   which a `for` drives where its calls pause.
 //!
 //! The builtins monty's patches route through Python frames are not
 //! consumers here: they pause as a `for` does (`list`, `sum`, `any`,
@@ -36,7 +38,8 @@ use ruff_python_ast::{
 
 /// The functions of the runtime's modules that drive a generator through a
 /// Python frame, by name: every other module function drives it from inside.
-const MODULE_FUNCTIONS_PAUSING: &[&str] = &["islice", "chain", "deque", "Counter", "OrderedDict", "reduce"];
+const MODULE_FUNCTIONS_PAUSING: &[&str] =
+    &["islice", "chain", "from_iterable", "deque", "Counter", "OrderedDict", "reduce"];
 
 /// The methods of built-in types that take an iterable and drive it from
 /// inside, as in `s.union(g)`.
@@ -104,19 +107,38 @@ impl ToolCallers {
 
     /// Whether `call` calls a tool: directly, or through one of these functions.
     pub(super) fn calls_tool(&self, call: &ast::ExprCall, is_tool_call: &dyn Fn(&ast::ExprCall) -> bool) -> bool {
-        is_tool_call(call)
-            || called_name(call).is_some_and(|name| self.functions.contains(name) || self.generators.contains(name))
+        self.runs_tool_call(call, is_tool_call) || called_name(call).is_some_and(|name| self.generators.contains(name))
+    }
+
+    /// Whether `call` itself runs a tool call: directly, or through one of
+    /// these functions. A generator's call only makes the generator: its
+    /// calls run where it is driven.
+    pub(super) fn runs_tool_call(&self, call: &ast::ExprCall, is_tool_call: &dyn Fn(&ast::ExprCall) -> bool) -> bool {
+        is_tool_call(call) || called_name(call).is_some_and(|name| self.functions.contains(name))
     }
 }
 
-/// Every function definition of the script, at any depth.
+/// Every function definition of the script that a bare name can call, at
+/// any depth: not a class's methods, which only an attribute reaches
+/// (`self.filter(...)`, not `filter(...)`).
 #[derive(Default)]
 struct Defs<'a>(Vec<&'a ast::StmtFunctionDef>);
 
 impl<'a> Visitor<'a> for Defs<'a> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
-        if let Stmt::FunctionDef(def) = stmt {
-            self.0.push(def);
+        match stmt {
+            Stmt::FunctionDef(def) => self.0.push(def),
+            Stmt::ClassDef(class) => {
+                for stmt in &class.body {
+                    match stmt {
+                        // A method's own body may hold functions a bare name calls.
+                        Stmt::FunctionDef(method) => self.visit_body(&method.body),
+                        stmt => self.visit_stmt(stmt),
+                    }
+                }
+                return;
+            }
+            _ => {}
         }
         walk_stmt(self, stmt);
     }
@@ -140,7 +162,15 @@ pub(super) fn special_method_hint(
 ) -> Option<String> {
     let name = method.name.as_str();
     let special = name.len() > 4 && name.starts_with("__") && name.ends_with("__");
-    if !special || method.is_async || SPECIAL_METHODS_PAUSING.contains(&name) || !OwnBody::calls(&method.body, calls) {
+    // A special method that yields (`def __iter__(self): ... yield ...`) is a
+    // generator function: the runtime's call only makes the generator, and its
+    // calls pause where a `for` drives it.
+    if !special
+        || method.is_async
+        || SPECIAL_METHODS_PAUSING.contains(&name)
+        || OwnBody::yields(&method.body)
+        || !OwnBody::calls(&method.body, calls)
+    {
         return None;
     }
     let instead = match name {

@@ -338,6 +338,11 @@ fn a_tool_calling_generator_handed_to_a_consumer_that_cannot_pause_is_found() {
          any(list_issues(limit=n)['ok'] for n in ids)\nnames = ', '.join(str(list_issues(limit=n)) for n in ids)\n",
     );
     assert_clean(&format!("{pages}def mean(xs):\n    return xs\nx = mean(pages())\n"));
+    // `chain.from_iterable` pauses, by whatever name it is reached.
+    assert_clean(&format!(
+        "{pages}from itertools import chain\na = list(chain.from_iterable(pages() for _ in [1]))\n\
+         b = list(itertools.chain.from_iterable(list_issues(limit=n)['value'] for n in [1]))\n"
+    ));
     // Starred, a consumer gets the items, collected where they are written; a generator expression's outermost
     // iterable is evaluated where it is written too.
     assert_clean(
@@ -424,6 +429,16 @@ fn a_special_method_that_calls_a_tool_where_the_runtime_cannot_pause_is_found() 
         assert!(found.text.contains(instead), "{}", found.text);
         assert!(found.traceback.contains("def __"), "the finding points at the method: {}", found.traceback);
     }
+    // A special method that is a generator, or that only makes one, runs no call itself: a `for` drives it.
+    assert_clean(&format!(
+        "{lookup}def pages(n):\n    for i in range(n):\n        yield fetch(i)\nclass Pager:\n    def __iter__(self):\n        \
+         yield from fetch(1)\nclass Lazy:\n    def __iter__(self):\n        return pages(3)\nfor x in Pager():\n    pass\n"
+    ));
+    // A method is reached by an attribute only: one named like a builtin does not make the builtin a tool call.
+    assert_clean(&format!(
+        "{lookup}class Query:\n    def __init__(self, rows):\n        self.rows = rows\n    def filter(self, **kw):\n        \
+         return fetch(1)\n    def __len__(self):\n        return len(list(filter(None, self.rows)))\n"
+    ));
     // The constructor, a call of the instance, `with`, plain methods, properties, and special methods that call
     // no tool all run where a call pauses.
     assert_clean(&format!(
