@@ -19,10 +19,11 @@
 //!   stubs are made from (`tether-turn`'s `stubs.rs`), and the check follows
 //!   the stubs: keyword-only parameters, an optional one may be `None`.
 //!   The same pass finds a base class monty refuses (a built-in type,
-//!   `TypedDict`, a dataclass over a dataclass), and a generator or a
-//!   function that calls a tool handed to a consumer that would drive it
-//!   from inside the runtime, where its calls cannot pause (`pausing`:
-//!   `reversed(pages())`, `itertools.groupby(xs, key=owner_of)`).
+//!   `TypedDict`, a dataclass over a dataclass), a function as `re.sub`'s
+//!   replacement, and a tool call the runtime would make from inside itself,
+//!   where it cannot pause (`pausing`: a special method such as
+//!   `__getitem__`, `statistics.mean(pages())`,
+//!   `itertools.groupby(xs, key=owner_of)`).
 //!
 //! Only what is certain is refused: an import inside a `try` that catches
 //! `ImportError` (or under `if TYPE_CHECKING:`), a keyword passed through
